@@ -1,0 +1,52 @@
+"""The append-only, per-saga hash-chained audit journal.
+
+Rows are written only by `audit.chain.append` inside the coordinator's transaction. The hashed body is every field
+except `sequence`, `previous_hash` and `event_hash`; `created_at_text` is the canonical timestamp string that is
+hashed, so a database that re-renders timestamps cannot break verification.
+
+`data` is small and payload-free by contract: never action inputs or results, HTTP bodies, secrets, checkpoint data
+or approval reason text. Shapes per type: STEP_* {attempt, error_code?}, NODE_* {key?, depends_on?},
+APPROVAL_* {approval_id, requested_by?}, CHECKPOINT_CREATED {checkpoint_id, name}, SAGA_* / ROLLBACK_* {counts}.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Plain values, not foreign keys: the audit app imports none of ours, and evidence must outlive its subject.
+    saga_id = models.UUIDField(db_index=False)
+    tenant_id = models.CharField(max_length=200)
+    sequence = models.PositiveBigIntegerField()
+    event_type = models.CharField(max_length=64)
+    actor_principal_id = models.CharField(max_length=200)
+    actor_type = models.CharField(max_length=32)
+    action = models.CharField(max_length=200, blank=True, default="")
+    action_version = models.CharField(max_length=64, blank=True, default="")
+    step_id = models.CharField(max_length=64, blank=True, default="")
+    node_id = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=32, blank=True, default="")
+    data = models.JSONField(default=dict)
+    trace_id = models.CharField(max_length=32, blank=True, default="")
+    span_id = models.CharField(max_length=16, blank=True, default="")
+    created_at_text = models.CharField(max_length=40)
+    previous_hash = models.CharField(max_length=64, null=True, blank=True)
+    event_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            # Serves chain reads in order, the head lookup on append, and refuses a forked chain.
+            models.UniqueConstraint(fields=["saga_id", "sequence"], name="audit_event_saga_sequence_uniq"),
+        ]
+        indexes = [
+            # Serves the audit admin's and the timeline's filter by tenant and type.
+            models.Index(fields=["tenant_id", "event_type"], name="audit_event_tenant_type_idx"),
+        ]
+        ordering = ["saga_id", "sequence"]
+
+    def __str__(self) -> str:
+        return f"{self.saga_id}#{self.sequence} {self.event_type}"

@@ -1,0 +1,59 @@
+"""Who is acting: the one Principal every surface produces and passes to the coordinator.
+
+Token verification (static, JWT) and RBAC arrive with the identity issue; the coordinator already takes a
+Principal on every call so that tenancy is never an afterthought.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# The tenant used by local, single-tenant installs (CLI, stdio, the embedded default without auth).
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True)
+class Principal:
+    principal_id: str
+    tenant_id: str
+    principal_type: str = "user"
+    roles: frozenset[str] = field(default_factory=frozenset)
+    scopes: frozenset[str] = field(default_factory=frozenset)
+    authenticated: bool = False
+    protocol: str = "internal"
+
+    def identity_metadata(self) -> dict[str, str]:
+        """What the server writes into saga metadata `_identity` (caller-supplied values are discarded)."""
+        return {
+            "principal_id": self.principal_id,
+            "tenant_id": self.tenant_id,
+            "principal_type": self.principal_type,
+            "protocol": self.protocol,
+        }
+
+
+def local_principal(protocol: str = "cli", tenant_id: str = DEFAULT_TENANT) -> Principal:
+    """The operator at this machine's shell: admin of the local tenant."""
+    return Principal(
+        principal_id="local-operator",
+        tenant_id=tenant_id,
+        principal_type="service",
+        roles=frozenset({"admin"}),
+        authenticated=True,
+        protocol=protocol,
+    )
+
+
+SYSTEM_PRINCIPAL_ID = "semantic-saga-system"
+
+
+def system_principal(tenant_id: str) -> Principal:
+    """The coordinator itself (recovery sweeps, automatic rollback after a failure)."""
+    return Principal(
+        principal_id=SYSTEM_PRINCIPAL_ID,
+        tenant_id=tenant_id,
+        principal_type="system",
+        roles=frozenset({"admin"}),
+        authenticated=True,
+        protocol="internal",
+    )

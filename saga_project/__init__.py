@@ -1,0 +1,1 @@
+"""Semantic Saga: the Django project package (settings, ASGI composition, console script)."""

@@ -1,0 +1,135 @@
+"""Settings for Semantic Saga, read once from the environment (django-environ).
+
+Every variable is documented in docs/configuration.md. A malformed value raises ImproperlyConfigured at start-up
+instead of surfacing later as a confusing runtime error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+# A local .env (written by `make run` with a generated SECRET_KEY) is read when present; real environment
+# variables win over it.
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# --- core -------------------------------------------------------------------------------------------------------
+
+DEBUG: bool = env.bool("DEBUG", default=False)
+SECRET_KEY: str = env.str("SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set SECRET_KEY to a long random string (or DEBUG=true for local development); "
+            "`make run` writes one into .env for you."
+        )
+    SECRET_KEY = "insecure-development-only-key"  # noqa: S105 - DEBUG only, never used when DEBUG is off
+
+ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "audit",
+    "registry",
+    "governance",
+    "sagas",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "saga_project.urls"
+ASGI_APPLICATION = "saga_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- database ---------------------------------------------------------------------------------------------------
+
+# The embedded default is a SQLite file next to the working directory; PostgreSQL comes through the same variable.
+DATABASES = {"default": env.db_url("DATABASE_URL", default="sqlite:///semantic-saga.db")}
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    _db["OPTIONS"] = {
+        # WAL lets readers run beside the single writer; IMMEDIATE takes the write lock at BEGIN so two writers
+        # queue on the busy timeout instead of failing with "database is locked" on lock upgrade.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": env.int("SAGA_SQLITE_TIMEOUT_SECONDS", default=30),
+        **_db.get("OPTIONS", {}),
+    }
+    # Tests need a file (not :memory:) so that executor threads and subprocesses share one database.
+    if env.str("SAGA_TEST_SQLITE_PATH", default=""):
+        _db["TEST"] = {"NAME": env.str("SAGA_TEST_SQLITE_PATH")}
+else:
+    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+    _db.setdefault("CONN_HEALTH_CHECKS", True)
+
+# --- saga engine ------------------------------------------------------------------------------------------------
+
+# Registry file loaded at start-up (serve, workers); empty = load with `semantic-saga load_actions FILE`.
+SAGA_ACTIONS_FILE: str = env.str("SAGA_ACTIONS_FILE", default="")
+# Directory below which the builtin create_text_file action may create files.
+SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str(BASE_DIR / "saga-files"))
+# A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.
+SAGA_LEASE_SECONDS: int = env.int("SAGA_LEASE_SECONDS", default=30)
+# Threads of the embedded in-process executor (independent ready nodes run concurrently up to this many).
+SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
+# Identity of this process in lease_owner columns.
+SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
+SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
+
+if SAGA_LEASE_SECONDS < 3:
+    raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")
+if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
+    raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
+
+# --- logging ----------------------------------------------------------------------------------------------------
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"kv": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "kv"}},
+    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+}

@@ -1,0 +1,178 @@
+"""Saga state: sagas, workflow nodes and their dependencies, journal steps, approvals, checkpoints.
+
+Only `sagas.coordinator` writes these rows. The DAG is relational (Node + NodeDependency), never a JSON blob, so
+"which nodes are ready" is one indexed query and two workers can lock disjoint nodes.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from sagas.states import ApprovalStatus, NodeStatus, SagaStatus, StepStatus
+
+
+class Saga(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant_id = models.CharField(max_length=200)
+    creator_principal_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=32, choices=SagaStatus.choices, default=SagaStatus.ACTIVE)
+    metadata = models.JSONField(default=dict)
+    error = models.JSONField(null=True, blank=True)
+    preview = models.BooleanField(default=False)
+    # Next journal step sequence; bumped under the saga row lock so sequences never collide.
+    next_sequence = models.PositiveIntegerField(default=1)
+    # Next node position (planning order), the tie-breaker that makes waves deterministic.
+    next_position = models.PositiveIntegerField(default=1)
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fence_token = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            # Serves list_sagas: tenant, optional status, newest first, keyset-paginated on (created_at, id).
+            models.Index(fields=["tenant_id", "status", "-created_at"], name="saga_tenant_status_created_idx"),
+            models.Index(fields=["tenant_id", "-created_at", "-id"], name="saga_tenant_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"saga {self.id} ({self.status})"
+
+
+class Node(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="nodes")
+    key = models.CharField(max_length=200, null=True, blank=True)
+    position = models.PositiveIntegerField()
+    action = models.CharField(max_length=200)
+    action_version = models.CharField(max_length=64)
+    action_definition_hash = models.CharField(max_length=64)
+    input = models.JSONField(default=dict)
+    status = models.CharField(max_length=32, choices=NodeStatus.choices)
+    approval_required = models.BooleanField(default=False)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    uncertain_outcome = models.BooleanField(default=False)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    step = models.OneToOneField("Step", null=True, blank=True, on_delete=models.SET_NULL, related_name="node_of")
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fence_token = models.PositiveBigIntegerField(default=0)
+    planned_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["saga", "key"], condition=models.Q(key__isnull=False), name="node_saga_key_uniq"
+            ),
+            models.UniqueConstraint(fields=["saga", "position"], name="node_saga_position_uniq"),
+        ]
+        indexes = [
+            # Serves the ready-node claim: READY nodes of one saga whose backoff has passed, in planning order.
+            models.Index(fields=["saga", "status", "position"], name="node_saga_status_pos_idx"),
+            # Serves the recovery sweep (next issue): EXECUTING nodes whose lease expired.
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status="EXECUTING"),
+                name="node_executing_lease_idx",
+            ),
+        ]
+        ordering = ["saga", "position"]
+
+    def __str__(self) -> str:
+        return f"node {self.key or self.id} {self.action}@{self.action_version} ({self.status})"
+
+
+class NodeDependency(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="dependency_links")
+    depends_on = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="dependant_links")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "depends_on"], name="node_dependency_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} -> {self.depends_on_id}"
+
+
+class Step(models.Model):
+    """The write-ahead journal: a step row exists as EXECUTING before its side effect is attempted.
+
+    `id` is the idempotency identity: every forward retry reuses it, compensation uses `<id>:rollback`.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="steps")
+    sequence = models.PositiveIntegerField()
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="steps")
+    action = models.CharField(max_length=200)
+    action_version = models.CharField(max_length=64)
+    action_definition_hash = models.CharField(max_length=64)
+    action_definition = models.JSONField()
+    input = models.JSONField(default=dict)
+    status = models.CharField(max_length=32, choices=StepStatus.choices)
+    result = models.JSONField(null=True, blank=True)
+    error = models.JSONField(null=True, blank=True)
+    compensation_result = models.JSONField(null=True, blank=True)
+    compensation_error = models.JSONField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    compensation_attempts = models.PositiveIntegerField(default=0)
+    uncertain_outcome = models.BooleanField(default=False)
+    fence_token = models.PositiveBigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["saga", "sequence"], name="step_saga_sequence_uniq")]
+        ordering = ["saga", "sequence"]
+
+    def __str__(self) -> str:
+        return f"step {self.sequence} {self.action}@{self.action_version} ({self.status})"
+
+
+class Approval(models.Model):
+    """A human decision bound to one node, its pinned definition hash and a digest of its input.
+
+    The reason text lives only here: it is never copied into audit events.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="approvals")
+    status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
+    requested_by = models.CharField(max_length=200)
+    decided_by = models.CharField(max_length=200, blank=True, default="")
+    reason = models.TextField(null=True, blank=True)
+    definition_hash = models.CharField(max_length=64)
+    input_digest = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Serves the approval queue: pending approvals, oldest first.
+            models.Index(fields=["status", "created_at"], name="approval_status_created_idx"),
+        ]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"approval {self.id} ({self.status})"
+
+
+class Checkpoint(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="checkpoints")
+    name = models.CharField(max_length=200)
+    data = models.JSONField(default=dict)
+    principal_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["saga", "created_at"]
+
+    def __str__(self) -> str:
+        return f"checkpoint {self.name}"
