@@ -99,10 +99,7 @@ def append(*, saga_id: uuid.UUID | str, tenant_id: str, drafts: Sequence[EventDr
     if not drafts:
         return []
     head = (
-        AuditEvent.objects.filter(saga_id=saga_id)
-        .order_by("-sequence")
-        .values_list("sequence", "event_hash")
-        .first()
+        AuditEvent.objects.filter(saga_id=saga_id).order_by("-sequence").values_list("sequence", "event_hash").first()
     )
     sequence, previous = head if head else (0, None)
     stamp = canonical_timestamp()

@@ -34,7 +34,7 @@ class AuditEvent(models.Model):
     trace_id = models.CharField(max_length=32, blank=True, default="")
     span_id = models.CharField(max_length=16, blank=True, default="")
     created_at_text = models.CharField(max_length=40)
-    previous_hash = models.CharField(max_length=64, null=True, blank=True)
+    previous_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - null is the genesis link
     event_hash = models.CharField(max_length=64)
 
     class Meta:
@@ -50,3 +50,37 @@ class AuditEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.saga_id}#{self.sequence} {self.event_type}"
+
+
+class EventType(models.TextChoices):
+    """Stored values never change: they are hashed into chains and matched by auditors' queries."""
+
+    SAGA_STARTED = "SAGA_STARTED"
+    SAGA_COMMITTED = "SAGA_COMMITTED"
+    SAGA_FAILED = "SAGA_FAILED"
+    RECOVERY_REQUIRED = "RECOVERY_REQUIRED"
+    SAGA_RESUMED = "SAGA_RESUMED"
+    NODE_PLANNED = "NODE_PLANNED"
+    NODE_READY = "NODE_READY"
+    NODE_BLOCKED = "NODE_BLOCKED"
+    NODE_RETRIED = "NODE_RETRIED"
+    NODE_COMPLETED = "NODE_COMPLETED"
+    NODE_FAILED = "NODE_FAILED"
+    APPROVAL_REQUESTED = "APPROVAL_REQUESTED"
+    APPROVAL_GRANTED = "APPROVAL_GRANTED"
+    APPROVAL_REJECTED = "APPROVAL_REJECTED"
+    STEP_STARTED = "STEP_STARTED"
+    STEP_COMPLETED = "STEP_COMPLETED"
+    STEP_ATTEMPT_FAILED = "STEP_ATTEMPT_FAILED"
+    STEP_RETRY_SCHEDULED = "STEP_RETRY_SCHEDULED"
+    STEP_FAILED = "STEP_FAILED"
+    STALE_WRITE_REFUSED = "STALE_WRITE_REFUSED"
+    CHECKPOINT_CREATED = "CHECKPOINT_CREATED"
+    ROLLBACK_STARTED = "ROLLBACK_STARTED"
+    COMPENSATION_STARTED = "COMPENSATION_STARTED"
+    COMPENSATION_ATTEMPT_FAILED = "COMPENSATION_ATTEMPT_FAILED"
+    COMPENSATION_COMPLETED = "COMPENSATION_COMPLETED"
+    COMPENSATION_SKIPPED = "COMPENSATION_SKIPPED"
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    ROLLBACK_COMPLETED = "ROLLBACK_COMPLETED"
+    ROLLBACK_FAILED = "ROLLBACK_FAILED"

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+from django.core.asgi import get_asgi_application
 
 django_app = get_asgi_application()  # runs django.setup(); import our modules only after this
 

@@ -28,7 +28,7 @@ if not SECRET_KEY:
             "SECRET_KEY is not set. Set SECRET_KEY to a long random string (or DEBUG=true for local development); "
             "`make run` writes one into .env for you."
         )
-    SECRET_KEY = "insecure-development-only-key"  # noqa: S105 - DEBUG only, never used when DEBUG is off
+    SECRET_KEY = "insecure-development-only-key"
 
 ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])

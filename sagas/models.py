@@ -45,7 +45,7 @@ class Saga(models.Model):
 class Node(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="nodes")
-    key = models.CharField(max_length=200, null=True, blank=True)
+    key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001 - NULL keys stay out of the unique index
     position = models.PositiveIntegerField()
     action = models.CharField(max_length=200)
     action_version = models.CharField(max_length=64)
@@ -145,7 +145,7 @@ class Approval(models.Model):
     status = models.CharField(max_length=16, choices=ApprovalStatus.choices, default=ApprovalStatus.PENDING)
     requested_by = models.CharField(max_length=200)
     decided_by = models.CharField(max_length=200, blank=True, default="")
-    reason = models.TextField(null=True, blank=True)
+    reason = models.TextField(null=True, blank=True)  # noqa: DJ001 - null = no reason given (distinct from "")
     definition_hash = models.CharField(max_length=64)
     input_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -1,0 +1,47 @@
+# Semantic Saga: the two set-up commands (README) and the developer loop.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
+PYTEST_WORKERS ?= 2
+
+.PHONY: run test test-sqlite test-postgres lint venv dev-venv bench bench-quick clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade --quiet pip
+
+venv: $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+
+dev-venv: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+
+.env:
+	@echo "SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')" > .env
+	@echo "SAGA_ACTIONS_FILE=examples/action_registry.json" >> .env
+	@echo "wrote .env (SECRET_KEY, SAGA_ACTIONS_FILE)"
+
+## run: install, migrate, load the example registry, serve on 127.0.0.1:8000 (SQLite, in-process executor)
+run: venv .env
+	$(BIN)/semantic-saga migrate --no-input
+	$(BIN)/semantic-saga collectstatic --no-input --verbosity 0
+	$(BIN)/semantic-saga load_actions examples/action_registry.json
+	$(BIN)/semantic-saga serve --host 127.0.0.1 --port 8000
+
+## test: install with dev extras, lint, then the whole suite on SQLite and again on PostgreSQL
+test: dev-venv lint test-sqlite test-postgres
+
+lint:
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	bash .ci/grep-checks
+
+test-sqlite:
+	DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest -n $(PYTEST_WORKERS) -q
+
+test-postgres:
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -n $(PYTEST_WORKERS) -q
+
+clean:
+	rm -rf $(VENV) staticfiles *.egg-info

@@ -1,0 +1,80 @@
+"""Reads of the action registry, and the dict shapes list_actions / get_action return."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from registry.contracts import resolved_execution_policy
+from registry.errors import RegistryError
+from registry.models import ActionDefinition
+
+
+def action_get(action_id: str, version: str | None = None, *, include_inactive: bool = False) -> ActionDefinition:
+    """The active version of `action_id`, or the given version.
+
+    An inactive version is refused (ACTION_INACTIVE) unless `include_inactive`: execution must not pick up a
+    retired contract, while inspection (get_action) may still show it.
+    """
+    rows = list(ActionDefinition.objects.filter(action_id=action_id))
+    if not rows:
+        raise RegistryError(
+            "ACTION_NOT_FOUND",
+            f"No action {action_id!r} is registered. Call list_actions to see the available actions.",
+        )
+    if version is None:
+        row = next((row for row in rows if row.active), None)
+        if row is None:
+            raise _inactive(action_id, None, rows)
+        return row
+    row = next((row for row in rows if row.version == version), None)
+    if row is None:
+        raise RegistryError(
+            "ACTION_NOT_FOUND",
+            f"Action {action_id!r} has no version {version!r} (registered: {_versions(rows)}). Use one of those, "
+            "or omit the version for the active one; list_actions shows what is available.",
+        )
+    if not row.active and not include_inactive:
+        raise _inactive(action_id, version, rows)
+    return row
+
+
+def action_list(include_inactive: bool = False) -> list[ActionDefinition]:
+    rows = ActionDefinition.objects.order_by("action_id", "-created_at", "-pk")
+    return list(rows if include_inactive else rows.filter(active=True))
+
+
+def action_summary(row: ActionDefinition) -> dict[str, Any]:
+    definition = row.definition
+    return {
+        "id": row.action_id,
+        "version": row.version,
+        "kind": row.kind,
+        "description": definition.get("description"),
+        "definition_hash": row.definition_hash,
+        "semantic": definition.get("semantic"),
+        "input_schema": definition.get("input_schema"),
+        "output_schema": definition.get("output_schema"),
+        "execution_policy": definition.get("execution_policy", {}),
+        "active": row.active,
+    }
+
+
+def action_detail(row: ActionDefinition) -> dict[str, Any]:
+    return {
+        **action_summary(row),
+        "definition": row.definition,
+        "resolved_execution_policy": resolved_execution_policy(row.definition),
+    }
+
+
+def _inactive(action_id: str, version: str | None, rows: list[ActionDefinition]) -> RegistryError:
+    which = f"{action_id}@{version} is" if version else f"{action_id!r} has no active version; all versions are"
+    return RegistryError(
+        "ACTION_INACTIVE",
+        f"{which} inactive (registered: {_versions(rows)}). Use the active version (omit the version) if there "
+        "is one, or ask an operator to activate a version; list_actions shows what is available.",
+    )
+
+
+def _versions(rows: list[ActionDefinition]) -> str:
+    return ", ".join(f"{row.version}{' (active)' if row.active else ''}" for row in rows)

@@ -1,0 +1,186 @@
+"""Writes to the action registry: registering contracts and loading registry files.
+
+Invariants: a row's content never changes (same id+version with another hash is refused), and at most one
+version per id is active (also a partial unique constraint). Loading a file is all-or-nothing and idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from registry.contracts import definition_hash, stored_definition, validate_contract, validate_registry_document
+from registry.errors import RegistryError
+from registry.models import ActionDefinition
+
+CREATED = "created"
+UNCHANGED = "unchanged"
+ACTIVATED = "activated"
+# Registering an existing active version with "active": false retires it (a file is the desired state).
+DEACTIVATED = "deactivated"
+
+
+@dataclass
+class LoadReport:
+    path: str
+    created: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    activated: list[str] = field(default_factory=list)
+    deactivated: list[str] = field(default_factory=list)
+
+    def record(self, row: ActionDefinition, outcome: str) -> None:
+        getattr(self, outcome).append(f"{row.action_id}@{row.version}")
+
+    def summary(self) -> str:
+        parts = [self._part(CREATED), self._part(UNCHANGED), self._part(ACTIVATED)]
+        if self.deactivated:
+            parts.append(self._part(DEACTIVATED))
+        return f"Loaded {self.path}: " + ", ".join(parts) + "."
+
+    def _part(self, outcome: str) -> str:
+        names: list[str] = getattr(self, outcome)
+        return f"{len(names)} {outcome}" + (f" ({', '.join(names)})" if names else "")
+
+
+def action_register(contract: dict[str, Any]) -> tuple[ActionDefinition, str]:
+    """Register one contract; returns (row, outcome) with outcome created | unchanged | activated | deactivated.
+
+    Errors: INVALID_CONTRACT (nothing written), ACTION_VERSION_CONFLICT (same id+version, other content).
+    """
+    validate_contract(contract)
+    with _registry_transaction():
+        return _register(contract)
+
+
+def registry_load_file(path: str | os.PathLike[str]) -> LoadReport:
+    """Validate the whole file first, then register every contract in one transaction (all or nothing)."""
+    contracts = validate_registry_document(_read_document(path))
+    report = LoadReport(path=str(path))
+    with _registry_transaction():
+        for contract in contracts:
+            report.record(*_register(contract))
+    return report
+
+
+@contextmanager
+def _registry_transaction() -> Iterator[None]:
+    try:
+        with transaction.atomic(durable=True):
+            yield
+    except IntegrityError as exc:
+        # Two registrations of the same id raced; the unique constraints kept the registry consistent.
+        raise RegistryError(
+            "ACTION_VERSION_CONFLICT",
+            "Another process registered the same action at the same time; nothing from this call was written. "
+            "Register or load again (it is idempotent).",
+        ) from exc
+
+
+def _register(contract: dict[str, Any]) -> tuple[ActionDefinition, str]:
+    with transaction.atomic(savepoint=False):
+        # Lock every version of this id (pk order, like every other locker): activation flips flags across
+        # versions, and two registrations of one id must not interleave between read and write.
+        versions = list(
+            ActionDefinition.objects.select_for_update(no_key=True).filter(action_id=contract["id"]).order_by("pk")
+        )
+        digest = definition_hash(contract)
+        row = next((version for version in versions if version.version == contract["version"]), None)
+        if row is None:
+            return _create(contract, digest, versions), CREATED
+        if row.definition_hash != digest:
+            raise _conflict(row, digest)
+        return row, _set_active(row, bool(contract.get("active", True)), versions)
+
+
+def _create(contract: dict[str, Any], digest: str, versions: list[ActionDefinition]) -> ActionDefinition:
+    active = bool(contract.get("active", True))
+    if active:
+        _deactivate_others(versions, keep=None)
+    return ActionDefinition.objects.create(
+        action_id=contract["id"],
+        version=contract["version"],
+        kind=contract["kind"],
+        definition=stored_definition(contract),
+        definition_hash=digest,
+        active=active,
+    )
+
+
+def _set_active(row: ActionDefinition, active: bool, versions: list[ActionDefinition]) -> str:
+    if row.active == active:
+        return UNCHANGED
+    if active:
+        # Deactivate first: the partial unique index allows one active row per id at every moment.
+        _deactivate_others(versions, keep=row.pk)
+    row.active = active
+    row.save(update_fields=["active"])
+    return ACTIVATED if active else DEACTIVATED
+
+
+def _deactivate_others(versions: list[ActionDefinition], keep: int | None) -> None:
+    others = [version.pk for version in versions if version.active and version.pk != keep]
+    if others:
+        ActionDefinition.objects.filter(pk__in=others).update(active=False)
+
+
+def _conflict(row: ActionDefinition, digest: str) -> RegistryError:
+    return RegistryError(
+        "ACTION_VERSION_CONFLICT",
+        f"{row.action_id}@{row.version} is already registered with different content (hash "
+        f"{row.definition_hash[:12]}..., this one {digest[:12]}...). Contracts are immutable because steps pin "
+        "them: register it as a new version (e.g. bump the version) instead. Nothing was written.",
+    )
+
+
+# --- reading a registry file ------------------------------------------------------------------------------------
+
+
+class _DuplicateKeyError(ValueError):
+    pass
+
+
+def _read_document(path: str | os.PathLike[str]) -> Any:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _file_error(
+            f"Registry file {path} does not exist. Check the path (the load_actions argument or SAGA_ACTIONS_FILE)."
+        ) from None
+    except UnicodeDecodeError:
+        raise _file_error(f"Registry file {path} is not UTF-8 text.") from None
+    except OSError as exc:
+        raise _file_error(f"Registry file {path} cannot be read ({exc.strerror}).") from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise _file_error(
+            f"Registry file {path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}. "
+            "Fix the syntax and load it again; nothing was registered."
+        ) from None
+    except ValueError as exc:
+        raise _file_error(f"Registry file {path} is not valid JSON: {exc}. Nothing was registered.") from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of duplicate keys silently; in a contract that hides an edit, so refuse it.
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKeyError(f"the key {key!r} appears twice in one object")
+        result[key] = value
+    return result
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (and cannot be hashed canonically)")
+
+
+def _file_error(message: str) -> RegistryError:
+    return RegistryError("INVALID_REGISTRY_FILE", message)

@@ -1,0 +1,114 @@
+"""Whole-value templates in HTTP request bodies.
+
+A JSON string that is exactly `${input.a.b}`, `${result.x}`, `${saga.id}` or `${step.id}` is replaced by the
+referenced value with its JSON type kept (an integer stays an integer). There is no interpolation inside longer
+strings: a value like "order ${input.id}" is refused at validation, because sending it literally would almost
+certainly be a mistake and partial interpolation would silently stringify numbers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from registry.errors import ActionFailure
+
+TEMPLATE_MARKER = "${"
+_WHOLE = re.compile(r"\$\{(?P<expr>[^{}]*)\}")
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+# `saga` and `step` expose only their id: the template surface stays small and every rendered value is one the
+# coordinator already journals.
+_ROOTS_WITH_PATHS = ("input", "result")
+_ID_ONLY_ROOTS = ("saga", "step")
+
+
+def iter_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """Every string inside a JSON value, with its path (`body.items[0].name`)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from iter_strings(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from iter_strings(item, f"{path}[{index}]")
+
+
+def template_problems(value: Any, path: str, *, allow_result: bool) -> list[str]:
+    """Validation findings for every template-looking string inside `value`."""
+    problems = []
+    for where, text in iter_strings(value, path):
+        if TEMPLATE_MARKER in text:
+            problem = _expression_problem(text, allow_result=allow_result)
+            if problem:
+                problems.append(f"{where}: {problem}")
+    return problems
+
+
+def _expression_problem(text: str, *, allow_result: bool) -> str | None:
+    match = _WHOLE.fullmatch(text)
+    if match is None:
+        return (
+            f"{text!r} mixes a template with other text; a template must be the whole string value, "
+            'e.g. "${input.amount}" (interpolation inside longer strings is not supported)'
+        )
+    parts = match["expr"].split(".")
+    root, rest = parts[0], parts[1:]
+    if root in _ID_ONLY_ROOTS:
+        return None if rest == ["id"] else f"{text!r}: only ${{{root}.id}} is available from {root}"
+    if root not in _ROOTS_WITH_PATHS:
+        return f"{text!r} uses the unknown root {root!r}; use input, result (compensation only), saga.id or step.id"
+    if root == "result" and not allow_result:
+        return (
+            f"{text!r} refers to the forward result, which does not exist yet when the forward call is made; "
+            "${result...} is only allowed in compensation"
+        )
+    if not all(_SEGMENT.fullmatch(part) for part in rest):
+        return f"{text!r}: path segments must be letters, digits, '_' or '-' separated by '.'"
+    return None
+
+
+def render(value: Any, scope: Mapping[str, Any], path: str = "body") -> Any:
+    """Replace whole-value templates in `value` using `scope` (keys input, result, saga, step).
+
+    A referenced path that is missing is a permanent failure: retrying the same input cannot make it appear.
+    """
+    if isinstance(value, str):
+        match = _WHOLE.fullmatch(value)
+        return _lookup(match["expr"], scope, value, path) if match else value
+    if isinstance(value, Mapping):
+        return {key: render(item, scope, f"{path}.{key}") for key, item in value.items()}
+    if isinstance(value, list):
+        return [render(item, scope, f"{path}[{index}]") for index, item in enumerate(value)]
+    return value
+
+
+def _lookup(expr: str, scope: Mapping[str, Any], template: str, path: str) -> Any:
+    parts = expr.split(".")
+    current: Any = scope
+    walked: list[str] = []
+    for part in parts:
+        found, current = _child(current, part)
+        if not found:
+            where = ".".join(walked) or "the template scope"
+            raise ActionFailure(
+                "TEMPLATE_PATH_MISSING",
+                f"{path}: template {template} cannot be rendered: {where} has no {part!r}"
+                f" ({'it is null' if current is None else 'it is a ' + type(current).__name__}). "
+                "The request was not sent. The step's input (or the forward result, for compensation) lacks a "
+                "field this contract needs; retrying will not help. Fix the input, or publish a corrected "
+                "contract version.",
+                retryable=False,
+            )
+        walked.append(part)
+    return current
+
+
+def _child(container: Any, key: str) -> tuple[bool, Any]:
+    """(found, value); on a miss the container itself is returned so the message can describe it."""
+    if isinstance(container, Mapping) and key in container:
+        return True, container[key]
+    if isinstance(container, list) and key.isdigit() and int(key) < len(container):
+        return True, container[int(key)]
+    return False, container

@@ -1,0 +1,79 @@
+"""Read-only admin views of saga state for now; the operator console (approval queue, recovery) builds on these.
+
+State is never edited here: every change goes through sagas.coordinator.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from sagas.models import Approval, Checkpoint, Node, Saga, Step
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False
+
+
+class StepInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = Step
+    fields = ("sequence", "action", "action_version", "status", "attempts", "compensation_attempts")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
+        return False
+
+
+class NodeInline(StepInline):
+    model = Node  # type: ignore[assignment]
+    fields = ("position", "key", "action", "action_version", "status", "attempts")
+    readonly_fields = fields
+    fk_name = "saga"
+
+
+@admin.register(Saga)
+class SagaAdmin(ReadOnlyAdmin):
+    list_display = ("id", "tenant_id", "status", "creator_principal_id", "created_at", "updated_at")
+    list_filter = ("status", "tenant_id")
+    search_fields = ("id", "creator_principal_id")
+    inlines = [NodeInline, StepInline]
+    show_full_result_count = False
+
+
+@admin.register(Node)
+class NodeAdmin(ReadOnlyAdmin):
+    list_display = ("id", "saga", "key", "action", "action_version", "status", "attempts", "updated_at")
+    list_filter = ("status",)
+    list_select_related = ("saga",)
+    raw_id_fields = ("saga", "step")
+
+
+@admin.register(Step)
+class StepAdmin(ReadOnlyAdmin):
+    list_display = ("id", "saga", "sequence", "action", "action_version", "status", "attempts")
+    list_filter = ("status",)
+    list_select_related = ("saga",)
+    raw_id_fields = ("saga", "node")
+
+
+@admin.register(Approval)
+class ApprovalAdmin(ReadOnlyAdmin):
+    list_display = ("id", "node", "status", "requested_by", "decided_by", "created_at", "decided_at")
+    list_filter = ("status",)
+    raw_id_fields = ("node",)
+
+
+@admin.register(Checkpoint)
+class CheckpointAdmin(ReadOnlyAdmin):
+    list_display = ("id", "saga", "name", "principal_id", "created_at")
+    raw_id_fields = ("saga",)

@@ -1,0 +1,32 @@
+"""The coordinator: the only code that changes saga, node, step, approval or checkpoint state.
+
+Every surface (MCP, A2A, REST, admin, Celery tasks, management commands) translates into these functions. Each
+public function takes keyword-only arguments including `actor` (a governance.identity.Principal), runs its state
+changes in short durable transactions that lock the saga row first, writes the audit event of every change in the
+same transaction, and never performs a side effect inside a transaction.
+
+Invariants and the tests that pin them:
+- write-ahead: a step row is EXECUTING before its action is called (tests/sagas/test_write_ahead.py);
+- input is validated before any step row exists (test_input_output_validation.py);
+- forward retries reuse one step id, compensation uses `<step id>:rollback` (test_retries.py, tests/registry);
+- compensation newest-first from the persisted snapshot, hash-checked, never twice (test_compensation.py);
+- commit only with every planned node COMPLETED (test_commit.py); state survives a restart (test_restart.py).
+"""
+
+from sagas.coordinator.compensation import saga_rollback
+from sagas.coordinator.execution import RunReport, saga_run_ready, saga_step_execute
+from sagas.coordinator.lifecycle import saga_begin, saga_checkpoint, saga_commit
+from sagas.coordinator.planning import node_approve, node_plan, node_retry
+
+__all__ = [
+    "RunReport",
+    "node_approve",
+    "node_plan",
+    "node_retry",
+    "saga_begin",
+    "saga_checkpoint",
+    "saga_commit",
+    "saga_rollback",
+    "saga_run_ready",
+    "saga_step_execute",
+]

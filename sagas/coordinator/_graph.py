@@ -1,0 +1,68 @@
+"""Dependency bookkeeping inside one saga transaction: promote, block and classify nodes."""
+
+from __future__ import annotations
+
+from audit.models import EventType as E
+from sagas.coordinator._tx import Tx
+from sagas.models import Node, NodeDependency
+from sagas.states import NodeStatus as N
+
+# Dependency states that can never become COMPLETED without an explicit retry.
+BROKEN_DEPENDENCY_STATES = frozenset({N.FAILED, N.REJECTED, N.BLOCKED, N.COMPENSATED, N.COMPENSATION_FAILED})
+
+
+def dependency_state(node: Node) -> str:
+    """'met' when every dependency COMPLETED, 'broken' when one cannot complete, else 'waiting'."""
+    statuses = set(NodeDependency.objects.filter(node=node).values_list("depends_on__status", flat=True))
+    if statuses & BROKEN_DEPENDENCY_STATES:
+        return "broken"
+    if statuses - {N.COMPLETED}:
+        return "waiting"
+    return "met"
+
+
+def waiting_status(node: Node, *, approved: bool) -> str:
+    """Where a (re)planned node waits: approval first, then dependencies."""
+    if node.approval_required and not approved:
+        return N.WAITING_APPROVAL
+    state = dependency_state(node)
+    if state == "met":
+        return N.READY
+    return N.BLOCKED if state == "broken" else N.WAITING_DEPENDENCY
+
+
+def _dependants(node: Node) -> list[Node]:
+    return list(Node.objects.filter(dependency_links__depends_on=node).order_by("position"))
+
+
+def promote_dependants(tx: Tx, node: Node) -> list[Node]:
+    """After `node` COMPLETED: dependants whose dependencies are now all met become READY."""
+    promoted = []
+    for dependant in _dependants(node):
+        if dependant.status == N.WAITING_DEPENDENCY and dependency_state(dependant) == "met":
+            tx.transition(dependant, N.READY, event=E.NODE_READY)
+            promoted.append(dependant)
+    return promoted
+
+
+def block_dependants(tx: Tx, node: Node, reason: str) -> None:
+    """After `node` cannot complete: every transitive dependant that has not started becomes BLOCKED."""
+    pending = _dependants(node)
+    seen: set[object] = set()
+    while pending:
+        dependant = pending.pop(0)
+        if dependant.pk in seen:
+            continue
+        seen.add(dependant.pk)
+        if dependant.status in (N.WAITING_DEPENDENCY, N.WAITING_APPROVAL, N.READY):
+            error = {"code": "DEPENDENCY_FAILED", "message": reason, "dependency": str(node.id)}
+            tx.transition(dependant, N.BLOCKED, event=E.NODE_BLOCKED, error=error)
+            pending.extend(_dependants(dependant))
+
+
+def unblock_dependants(tx: Tx, node: Node) -> None:
+    """After `node` is retried: dependants it had blocked wait for it again."""
+    for dependant in _dependants(node):
+        if dependant.status == N.BLOCKED and dependency_state(dependant) != "broken":
+            tx.transition(dependant, N.WAITING_DEPENDENCY, event=E.NODE_RETRIED, error=None)
+            unblock_dependants(tx, dependant)

@@ -1,0 +1,134 @@
+"""The one way saga state changes: a short transaction that locks the saga row, applies table-checked
+compare-and-set transitions, and appends their audit events to the saga's chain before commit.
+
+Lock order: the saga row first (`FOR NO KEY UPDATE`: we never change its key, and this still lets other sessions
+insert steps and nodes that reference it), then nodes by pk. Every writer of one saga takes that lock, which is
+also what serializes the per-saga audit chain.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from audit import chain
+from governance.identity import Principal
+from sagas.errors import InvalidTransition, StaleState, saga_not_found
+from sagas.models import Node, Saga, Step
+from sagas.states import can_transition
+
+_KIND_OF: dict[type[models.Model], str] = {Saga: "saga", Node: "node", Step: "step"}
+
+
+class Tx:
+    """State changes of one saga inside one transaction, with their audit events."""
+
+    def __init__(self, saga: Saga, actor: Principal) -> None:
+        self.saga = saga
+        self.actor = actor
+        self._drafts: list[chain.EventDraft] = []
+
+    def record(
+        self,
+        event_type: str,
+        *,
+        node: Node | None = None,
+        step: Step | None = None,
+        status: str = "",
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        action_source: Node | Step | None = step or node
+        self._drafts.append(
+            chain.EventDraft(
+                event_type=event_type,
+                actor_principal_id=self.actor.principal_id,
+                actor_type=self.actor.principal_type,
+                action=action_source.action if action_source else "",
+                action_version=action_source.action_version if action_source else "",
+                step_id=str(step.id) if step else (str(node.step_id) if node and node.step_id else ""),
+                node_id=str(node.id) if node else (str(step.node_id) if step and step.node_id else ""),
+                status=status,
+                data=data or {},
+            )
+        )
+
+    def transition(self, obj: Saga | Node | Step, to: str, *, event: str | None = None, **fields: Any) -> None:
+        """Compare-and-set `obj.status` to `to` (plus `fields`), refusing moves the state table does not list."""
+        kind = _KIND_OF[type(obj)]
+        current = obj.status
+        if not can_transition(kind, current, to):
+            raise InvalidTransition(
+                message=f"A {kind} cannot move from {current} to {to}. Nothing was changed. "
+                "Read the saga again (get_saga) to see its current state.",
+            )
+        now = timezone.now()
+        changed = type(obj).objects.filter(pk=obj.pk, status=current).update(status=to, updated_at=now, **fields)
+        if changed != 1:
+            raise StaleState(
+                message=f"The {kind} {obj.pk} is no longer {current}: another request changed it first. "
+                "Nothing was changed by this call. Read the saga again and decide from its current state.",
+            )
+        obj.status = to
+        obj.updated_at = now
+        for name, value in fields.items():
+            setattr(obj, name, value)
+        if event:
+            self.record(
+                event,
+                node=obj if isinstance(obj, Node) else None,
+                step=obj if isinstance(obj, Step) else None,
+                status=to,
+            )
+
+    def update(self, obj: Saga | Node | Step, **fields: Any) -> None:
+        """Write non-status fields of a row whose status this transaction already holds under the saga lock."""
+        now = timezone.now()
+        type(obj).objects.filter(pk=obj.pk).update(updated_at=now, **fields)
+        for name, value in fields.items():
+            setattr(obj, name, value)
+        obj.updated_at = now
+
+    def flush(self) -> None:
+        chain.append(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts)
+        self._drafts.clear()
+
+
+def parse_uuid(value: object, what: str = "saga") -> uuid.UUID | None:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def tenant_sagas(actor: Principal) -> models.QuerySet[Saga]:
+    return Saga.objects.filter(tenant_id=actor.tenant_id)
+
+
+@contextmanager
+def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
+    """Open a durable transaction holding the saga row lock; audit events are appended just before commit."""
+    parsed = parse_uuid(saga_id)
+    if parsed is None:
+        raise saga_not_found(saga_id)
+    with transaction.atomic(durable=True):
+        saga = tenant_sagas(actor).select_for_update(no_key=True).filter(pk=parsed).first()
+        if saga is None:
+            raise saga_not_found(saga_id)
+        tx = Tx(saga, actor)
+        yield tx
+        tx.flush()
+
+
+@contextmanager
+def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
+    """The transaction that creates a saga (nothing to lock yet)."""
+    with transaction.atomic(durable=True):
+        saga.save(force_insert=True)
+        tx = Tx(saga, actor)
+        yield tx
+        tx.flush()

@@ -1,0 +1,219 @@
+"""Rollback: compensate journaled steps newest-first from their persisted contract snapshots.
+
+Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
+- a step is compensated with the contract it ran with (its snapshot), never the registry's current version, and a
+  snapshot whose hash no longer matches is refused (COMPENSATION_FAILED) without a call;
+- COMPENSATED is terminal, and the claim is a compare-and-set, so no step is ever compensated twice;
+- one failed compensation never stops the others; the saga ends ROLLBACK_FAILED with every failure listed.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
+
+from audit.models import EventType as E
+from governance.identity import Principal
+from registry.actions import InvocationContext
+from sagas import executor
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.errors import InvalidTransition
+from sagas.models import Node, Saga, Step
+from sagas.states import (
+    COMPENSABLE_STEP_STATES,
+    NOT_STARTED_NODE_STATES,
+    ROLLBACK_REFUSED_STATES,
+    SagaStatus,
+    can_transition,
+)
+from sagas.states import NodeStatus as N
+from sagas.states import StepStatus as T
+
+# A compensation backoff is waited for inline, capped so one slow downstream cannot hold a rollback for long.
+MAX_COMPENSATION_WAIT_SECONDS = 30.0
+
+
+def saga_rollback(*, actor: Principal, saga_id: object) -> Saga:
+    """Unwind a saga. Refused only for COMMITTED and ROLLED_BACK (and while a step is still in flight).
+
+    Effects: ROLLING_BACK (audit ROLLBACK_STARTED); nodes that never started become BLOCKED; every COMPLETED,
+    FAILED, uncertain or previously failed compensation step is compensated newest-first; the saga ends
+    ROLLED_BACK (audit ROLLBACK_COMPLETED) or ROLLBACK_FAILED (audit ROLLBACK_FAILED, `error.failures` lists
+    each step). Calling it again on ROLLBACK_FAILED retries the failed compensations only.
+    """
+    _start(actor, saga_id)
+    for step_id in _pending_steps(saga_id):
+        _compensate(actor, saga_id, step_id)
+    return _finish(actor, saga_id)
+
+
+def _in_flight(saga: Saga) -> int:
+    now = timezone.now()
+    live_node = Q(node__isnull=False, node__lease_expires_at__gt=now)
+    live_immediate = Q(node__isnull=True) & Q(saga__lease_expires_at__gt=now)
+    return saga.steps.filter(status=T.EXECUTING).filter(live_node | live_immediate).count()
+
+
+def _start(actor: Principal, saga_id: object) -> None:
+    with locked_saga(saga_id, actor) as tx:
+        saga = tx.saga
+        if saga.status in ROLLBACK_REFUSED_STATES:
+            raise InvalidTransition(
+                "ROLLBACK_REFUSED",
+                f"Saga {saga.id} is {saga.status}; a {saga.status.lower().replace('_', ' ')} saga cannot be rolled "
+                "back. Nothing was changed."
+                + (" Undo committed work with a new saga." if saga.status == SagaStatus.COMMITTED else ""),
+            )
+        if busy := _in_flight(saga):
+            raise InvalidTransition(
+                "STEPS_IN_FLIGHT",
+                f"{busy} step(s) of saga {saga.id} are executing right now. Nothing was changed. Wait for them to "
+                "finish (get_saga) and call rollback again; compensation must see their outcome.",
+            )
+        tx.transition(saga, SagaStatus.ROLLING_BACK, event=E.ROLLBACK_STARTED)
+        for node in Node.objects.filter(saga=saga, status__in=NOT_STARTED_NODE_STATES).order_by("pk"):
+            error = {"code": "SAGA_ROLLED_BACK", "message": "The saga was rolled back before this node ran."}
+            tx.transition(node, N.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
+
+
+def _pending_steps(saga_id: object) -> list[object]:
+    return list(
+        Step.objects.filter(saga_id=saga_id, status__in=COMPENSABLE_STEP_STATES)
+        .order_by("-sequence")
+        .values_list("id", flat=True)
+    )
+
+
+def _fail(tx: Tx, step: Step, error: dict[str, Any]) -> None:
+    if step.status != T.COMPENSATING:
+        tx.transition(step, T.COMPENSATING, compensation_attempts=step.compensation_attempts)
+    tx.transition(step, T.COMPENSATION_FAILED, event=E.COMPENSATION_FAILED, compensation_error=error)
+    _move_node(tx, step, N.COMPENSATION_FAILED)
+
+
+def _move_node(tx: Tx, step: Step, target: str) -> None:
+    if step.node_id is None:
+        return
+    node = Node.objects.get(pk=step.node_id)
+    if can_transition("node", node.status, target):
+        tx.transition(node, target, lease_owner="", lease_expires_at=None)
+
+
+def _claim(actor: Principal, saga_id: object, step_id: object) -> Step | None:
+    """Phase 1 of one compensation: checks, then COMPENSATING with the attempt counted. None = nothing to call."""
+    with locked_saga(saga_id, actor) as tx:
+        step = Step.objects.get(pk=step_id)
+        if step.status not in COMPENSABLE_STEP_STATES or tx.saga.status != SagaStatus.ROLLING_BACK:
+            return None  # already compensated by someone else, or the rollback was superseded
+        snapshot = step.action_definition
+        if definition_hash(snapshot) != step.action_definition_hash:
+            _fail(
+                tx,
+                step,
+                {
+                    "code": "DEFINITION_HASH_MISMATCH",
+                    "message": "The step's stored contract snapshot does not match its pinned hash; it may have been "
+                    "tampered with. Compensation was refused and nothing was called. An operator must investigate.",
+                },
+            )
+            return None
+        if not has_compensation(snapshot):
+            _no_compensation(tx, step)
+            return None
+        tx.transition(
+            step, T.COMPENSATING, event=E.COMPENSATION_STARTED, compensation_attempts=step.compensation_attempts + 1
+        )
+    return step
+
+
+def _no_compensation(tx: Tx, step: Step) -> None:
+    reversibility = step.action_definition.get("semantic", {}).get("reversibility")
+    if reversibility == "read_only" or (step.status == T.FAILED and not step.uncertain_outcome and step.result is None):
+        # Nothing in the world to undo: a read, or a failure that produced no effect and no receipt.
+        tx.record(E.COMPENSATION_SKIPPED, step=step, status=step.status, data={"reversibility": reversibility})
+        return
+    _fail(
+        tx,
+        step,
+        {
+            "code": "NO_COMPENSATION",
+            "message": f"{step.action}@{step.action_version} ({reversibility}) has no compensation, so its effect "
+            "remains. An operator must undo it by hand or accept it.",
+        },
+    )
+
+
+def _compensate(actor: Principal, saga_id: object, step_id: object) -> None:
+    step = _claim(actor, saga_id, step_id)
+    while step is not None:
+        ctx = InvocationContext(
+            saga_id=str(saga_id),
+            step_id=str(step.id),
+            idempotency_key=f"{step.id}:rollback",
+            input=step.input,
+            result=step.result,
+            attempt=step.compensation_attempts,
+        )
+        outcome = executor.perform(step.action_definition, ctx, compensation=True, lease=None)
+        step = _record(actor, saga_id, step, outcome)
+
+
+def _record(actor: Principal, saga_id: object, step: Step, outcome: executor.Outcome) -> Step | None:
+    """Phase 3 of one compensation. Returns the step when another attempt should follow."""
+    policy = resolved_execution_policy(step.action_definition)["compensation"]
+    delay = 0.0
+    with locked_saga(saga_id, actor) as tx:
+        step.refresh_from_db()
+        if step.status != T.COMPENSATING:
+            return None
+        if outcome.ok:
+            tx.transition(
+                step,
+                T.COMPENSATED,
+                event=E.COMPENSATION_COMPLETED,
+                compensation_result=outcome.result,
+                compensation_error=None,
+            )
+            _move_node(tx, step, N.COMPENSATED)
+            return None
+        error = dict(outcome.error or {})
+        if not outcome.retryable or step.compensation_attempts >= int(policy["max_attempts"]):
+            _fail(tx, step, {**error, "attempts": step.compensation_attempts})
+            return None
+        delay = backoff_seconds(policy, step.compensation_attempts, f"{step.id}:rollback")
+        tx.update(step, compensation_error=error, compensation_attempts=step.compensation_attempts + 1)
+        tx.record(
+            E.COMPENSATION_ATTEMPT_FAILED,
+            step=step,
+            status=T.COMPENSATING,
+            data={"attempt": step.compensation_attempts - 1, "error_code": error.get("code")},
+        )
+    time.sleep(min(delay, MAX_COMPENSATION_WAIT_SECONDS))
+    return step
+
+
+def _finish(actor: Principal, saga_id: object) -> Saga:
+    with locked_saga(saga_id, actor) as tx:
+        saga = tx.saga
+        if saga.status != SagaStatus.ROLLING_BACK:
+            return saga
+        failed = list(saga.steps.filter(status=T.COMPENSATION_FAILED).order_by("-sequence"))
+        if not failed:
+            tx.transition(saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED)
+            return saga
+        failures = [
+            {"step_id": str(s.id), "sequence": s.sequence, "action": s.action, "error": s.compensation_error}
+            for s in failed
+        ]
+        error = {
+            "code": "ROLLBACK_FAILED",
+            "message": f"{len(failed)} compensation(s) failed; their effects may remain. Reconcile each listed step, "
+            "then call rollback_saga again to retry only the failed ones.",
+            "failures": failures,
+        }
+        tx.transition(saga, SagaStatus.ROLLBACK_FAILED, event=E.ROLLBACK_FAILED, error=error)
+        return saga

@@ -1,0 +1,98 @@
+"""Saga lifecycle: begin, checkpoint, commit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from audit.models import EventType as E
+from governance.identity import Principal
+from sagas.coordinator._tx import locked_saga, new_saga_tx
+from sagas.errors import InvalidInput, InvalidTransition
+from sagas.models import Checkpoint, Saga
+from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaStatus, StepStatus
+
+# Caller metadata and checkpoint data are stored as given; a bound keeps one agent from bloating the database.
+MAX_METADATA_BYTES = 64 * 1024
+MAX_CHECKPOINT_BYTES = 1024 * 1024
+
+
+def _require_json_object(value: Any, name: str, limit: int) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidInput(message=f"{name} must be a JSON object, got {type(value).__name__}. Nothing was written.")
+    try:
+        size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(message=f"{name} is not JSON-serializable ({exc}). Nothing was written.") from exc
+    if size > limit:
+        raise InvalidInput(
+            message=f"{name} is {size} bytes, over the {limit}-byte limit. Nothing was written. "
+            "Store large payloads elsewhere and keep a reference here."
+        )
+    return value
+
+
+def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None) -> Saga:
+    """Start an ACTIVE saga for the actor's tenant.
+
+    Effects: Saga(ACTIVE), audit SAGA_STARTED. `metadata._identity` is written by the server; a caller value is
+    discarded. Errors: INVALID_INPUT for non-object or oversized metadata.
+    """
+    meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
+    meta["_identity"] = actor.identity_metadata()
+    saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta)
+    with new_saga_tx(saga, actor) as tx:
+        tx.record(E.SAGA_STARTED, status=SagaStatus.ACTIVE)
+    return saga
+
+
+def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[str, Any] | None = None) -> Checkpoint:
+    """Persist a named milestone. Needs ACTIVE or RECOVERY_REQUIRED. Audit CHECKPOINT_CREATED (name only, no data)."""
+    if not isinstance(name, str) or not name.strip() or len(name) > 200:
+        raise InvalidInput(message="Checkpoint name must be a non-empty string of at most 200 characters.")
+    payload = _require_json_object(data if data is not None else {}, "data", MAX_CHECKPOINT_BYTES)
+    with locked_saga(saga_id, actor) as tx:
+        if tx.saga.status not in RECOVERABLE_SAGA_STATES:
+            raise InvalidTransition(
+                "SAGA_NOT_ACTIVE",
+                f"Saga {tx.saga.id} is {tx.saga.status}; checkpoints need ACTIVE or RECOVERY_REQUIRED. "
+                "Nothing was written.",
+            )
+        checkpoint = Checkpoint.objects.create(saga=tx.saga, name=name, data=payload, principal_id=actor.principal_id)
+        tx.record(E.CHECKPOINT_CREATED, data={"checkpoint_id": str(checkpoint.id), "name": name})
+    return checkpoint
+
+
+def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
+    """Commit an ACTIVE saga whose planned nodes and immediate steps all COMPLETED.
+
+    Effects: COMMITTED (terminal), audit SAGA_COMMITTED. Errors: SAGA_NOT_ACTIVE, UNFINISHED_NODES, UNFINISHED_STEPS.
+    """
+    with locked_saga(saga_id, actor) as tx:
+        saga = tx.saga
+        if saga.status != SagaStatus.ACTIVE:
+            raise InvalidTransition(
+                "SAGA_NOT_ACTIVE",
+                f"Saga {saga.id} is {saga.status} and cannot be committed; only ACTIVE sagas commit. "
+                "Nothing was changed.",
+            )
+        unfinished = list(
+            saga.nodes.exclude(status=NodeStatus.COMPLETED).order_by("position").values_list("id", "key", "status")
+        )
+        if unfinished:
+            listed = ", ".join(f"{key or node_id} ({status})" for node_id, key, status in unfinished[:20])
+            raise InvalidTransition(
+                "UNFINISHED_NODES",
+                f"Commit refused: {len(unfinished)} planned node(s) are not COMPLETED: {listed}. Nothing was "
+                "committed. Run ready steps, approve or retry them, or roll the saga back.",
+                nodes=[{"id": str(n), "key": k, "status": s} for n, k, s in unfinished],
+            )
+        bad_steps = saga.steps.filter(node__isnull=True).exclude(status=StepStatus.COMPLETED).count()
+        if bad_steps:
+            raise InvalidTransition(
+                "UNFINISHED_STEPS",
+                f"Commit refused: {bad_steps} immediate step(s) did not complete. Nothing was committed. "
+                "Roll the saga back.",
+            )
+        tx.transition(saga, SagaStatus.COMMITTED, event=E.SAGA_COMMITTED, error=None)
+    return saga

@@ -1,0 +1,80 @@
+"""Performs one action call (forward or compensation), never inside a database transaction.
+
+Failures become an `Outcome` instead of an exception so the coordinator can record them; an unexpected error in
+action code is treated as uncertain, because we cannot know how far it got before raising.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, connections
+
+from registry.actions import InvocationContext, invoke_compensation, invoke_forward
+from registry.errors import ActionFailure
+from sagas.leases import LeaseRef, heartbeat
+
+logger = logging.getLogger("sagas.executor")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    result: Any = None
+    error: dict[str, Any] | None = None
+    retryable: bool = False
+    uncertain: bool = False
+
+
+def perform(
+    definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool, lease: LeaseRef | None
+) -> Outcome:
+    if connection.in_atomic_block:
+        # A side effect inside a transaction could be rolled back in the database but not in the world.
+        raise RuntimeError("refusing to call an action inside a database transaction")
+    call = invoke_compensation if compensation else invoke_forward
+    try:
+        if lease is None:
+            return Outcome(ok=True, result=call(definition, ctx))
+        with heartbeat(lease):
+            return Outcome(ok=True, result=call(definition, ctx))
+    except ActionFailure as failure:
+        return Outcome(ok=False, error=failure.as_dict(), retryable=failure.retryable, uncertain=failure.uncertain)
+    except Exception as exc:
+        logger.exception("action raised unexpectedly saga_id=%s step_id=%s", ctx.saga_id, ctx.step_id)
+        error = {
+            "code": "ACTION_CRASHED",
+            "message": f"The action raised {type(exc).__name__}; its effect is unknown. An operator should check "
+            "the target system before retrying with force=true, or roll back.",
+            "retryable": False,
+            "uncertain": True,
+        }
+        return Outcome(ok=False, error=error, retryable=False, uncertain=True)
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def pool() -> ThreadPoolExecutor:
+    """The embedded executor: independent ready nodes of this process run on these threads."""
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=settings.SAGA_EXECUTOR_THREADS, thread_name_prefix="saga-exec")
+    return _pool
+
+
+def in_worker_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Wrap work for a pool thread: its database connections close when the work ends."""
+
+    def run() -> Any:
+        try:
+            return fn()
+        finally:
+            connections.close_all()
+
+    return run

@@ -1,0 +1,43 @@
+"""`semantic-saga serve`: the one ASGI app (admin, /healthz; MCP and A2A join later) under uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import uvicorn
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class Command(BaseCommand):
+    help = "Serve Semantic Saga (admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1).")
+        parser.add_argument("--port", type=int, default=8000, help="Port to bind (default 8000).")
+        parser.add_argument("--log-level", default="info", help="uvicorn log level (default info).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if pending:
+            raise CommandError(
+                f"The database has {len(pending)} unapplied migration(s). Run `semantic-saga migrate` first."
+            )
+        host, port = options["host"], options["port"]
+        where = "loopback only" if _is_loopback(host) else "reachable from the network"
+        self.stdout.write(f"Semantic Saga on http://{host}:{port}/ ({where}); admin at /admin/, health at /healthz")
+        uvicorn.run(
+            "saga_project.asgi:application", host=host, port=port, lifespan="on", log_level=options["log_level"]
+        )

@@ -1,0 +1,118 @@
+"""The result shapes agents see (DESIGN.md section 11): fields may be added, never renamed or dropped."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sagas.models import Approval, Checkpoint, Node, Saga, Step
+
+
+def _ts(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def step_to_dict(step: Step, *, payload: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": str(step.id),
+        "saga_id": str(step.saga_id),
+        "sequence": step.sequence,
+        "node_id": str(step.node_id) if step.node_id else None,
+        "action": step.action,
+        "action_version": step.action_version,
+        "action_definition_hash": step.action_definition_hash,
+        "status": step.status,
+        "error": step.error,
+        "compensation_error": step.compensation_error,
+        "attempts": step.attempts,
+        "compensation_attempts": step.compensation_attempts,
+        "uncertain_outcome": step.uncertain_outcome,
+        "created_at": _ts(step.created_at),
+        "updated_at": _ts(step.updated_at),
+    }
+    if payload:
+        out.update(
+            action_definition=step.action_definition,
+            input=step.input,
+            result=step.result,
+            compensation_result=step.compensation_result,
+        )
+    return out
+
+
+def approval_to_dict(approval: Approval | None) -> dict[str, Any] | None:
+    if approval is None:
+        return None
+    return {
+        "id": str(approval.id),
+        "status": approval.status,
+        "principal_id": approval.decided_by or None,
+        "reason": approval.reason,
+        "requested_by": approval.requested_by,
+        "decided_at": _ts(approval.decided_at),
+        "expires_at": _ts(approval.expires_at),
+    }
+
+
+def node_to_dict(node: Node, *, payload: bool = True) -> dict[str, Any]:
+    approvals = list(node.approvals.all())
+    out: dict[str, Any] = {
+        "id": str(node.id),
+        "key": node.key,
+        "action": node.action,
+        "action_version": node.action_version,
+        "action_definition_hash": node.action_definition_hash,
+        "depends_on": [str(link.depends_on_id) for link in node.dependency_links.all()],
+        "status": node.status,
+        "approval_required": node.approval_required,
+        "approval": approval_to_dict(max(approvals, key=lambda a: a.created_at) if approvals else None),
+        "step_id": str(node.step_id) if node.step_id else None,
+        "attempts": node.attempts,
+        "next_attempt_at": _ts(node.next_attempt_at),
+        "error": node.error,
+        "uncertain_outcome": node.uncertain_outcome,
+        "planned_at": _ts(node.planned_at),
+        "updated_at": _ts(node.updated_at),
+    }
+    if payload:
+        out.update(input=node.input, result=node.result)
+    return out
+
+
+def checkpoint_to_dict(checkpoint: Checkpoint, *, payload: bool = True) -> dict[str, Any]:
+    out = {
+        "id": str(checkpoint.id),
+        "name": checkpoint.name,
+        "principal_id": checkpoint.principal_id,
+        "created_at": _ts(checkpoint.created_at),
+    }
+    if payload:
+        out["data"] = checkpoint.data
+    return out
+
+
+def saga_summary(saga: Saga) -> dict[str, Any]:
+    return {
+        "id": str(saga.id),
+        "tenant_id": saga.tenant_id,
+        "creator_principal_id": saga.creator_principal_id,
+        "status": saga.status,
+        "metadata": saga.metadata,
+        "error": saga.error,
+        "created_at": _ts(saga.created_at),
+        "updated_at": _ts(saga.updated_at),
+    }
+
+
+def saga_to_dict(saga: Saga) -> dict[str, Any]:
+    """The full saga: steps, and the workflow (nodes, checkpoints) when it has planned nodes or checkpoints."""
+    out = saga_summary(saga)
+    out["steps"] = [step_to_dict(s) for s in saga.steps.order_by("sequence")]
+    nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))
+    checkpoints = list(saga.checkpoints.order_by("created_at"))
+    if nodes or checkpoints:
+        out["workflow"] = {
+            "nodes": [node_to_dict(n) for n in nodes],
+            "checkpoints": [checkpoint_to_dict(c) for c in checkpoints],
+        }
+    return out
