@@ -16,6 +16,7 @@ text/plain, bytes as-is. `Reply(delay=...)` sleeps before answering (client time
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -195,10 +196,9 @@ def _handler_for(server: RecordingHTTPServer) -> type[BaseHTTPRequestHandler]:
             if reply.disconnect:
                 self.close_connection = True
                 return
-            try:
+            # The client may have given up first (a timeout test); then there is nobody left to answer.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 self._send(reply)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up first (a timeout test); nothing left to answer
 
         def _read_body(self) -> Any:
             length = int(self.headers.get("Content-Length") or 0)

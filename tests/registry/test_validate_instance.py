@@ -28,7 +28,7 @@ def test_validate_instance_messages_name_json_path() -> None:
     assert errors == [
         "at $.amount: 'x' is not of type 'integer'",
         "at $.lines[0].sku: 3 is not of type 'string'",
-        'at $["odd key"]: 1 is not of type \'boolean\'',
+        "at $[\"odd key\"]: 1 is not of type 'boolean'",
     ]
 
 

@@ -1,0 +1,99 @@
+"""`semantic-saga serve` on the embedded default: a real uvicorn process, polled until healthy."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_DEADLINE_SECONDS = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "saga_project.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    workdir = tmp_path_factory.mktemp("serve")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{workdir / 'semantic-saga.db'}",
+        "SAGA_ACTIONS_FILE": str(ROOT / "examples" / "action_registry.json"),
+        "SAGA_FILE_ROOT": str(workdir / "files"),
+        "DJANGO_SETTINGS_MODULE": "saga_project.settings",
+    }
+    migrated = _cli("migrate", "--no-input", env=env)
+    assert migrated.returncode == 0, migrated.stderr
+    port = _free_port()
+    log = (workdir / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + STARTUP_DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (workdir / "serve.log").read_text()
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("serve did not become healthy:\n" + (workdir / "serve.log").read_text())
+        yield base, env
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def test_serve_answers_health_with_the_database(served: tuple[str, dict[str, str]]):
+    base, _ = served
+    answer = httpx.get(f"{base}/healthz", timeout=5)
+    assert answer.json() == {"status": "ok", "database": "sqlite"}
+
+
+def test_serve_renders_the_admin_login(served: tuple[str, dict[str, str]]):
+    base, _ = served
+    answer = httpx.get(f"{base}/admin/login/", timeout=5)
+    assert answer.status_code == 200 and "Django administration" in answer.text
+
+
+def test_serve_loads_the_actions_file_at_start_up(served: tuple[str, dict[str, str]]):
+    _, env = served
+    listed = _cli("shell", "-c", "from registry.models import ActionDefinition as A; "
+                  "print(sorted(A.objects.values_list('action_id', flat=True)))", env=env)
+    assert "create_text_file" in listed.stdout
+
+
+def test_serve_refuses_a_foreign_host_header(served: tuple[str, dict[str, str]]):
+    base, _ = served
+    answer = httpx.get(f"{base}/healthz", headers={"Host": "evil.example"}, timeout=5)
+    assert answer.status_code == 400
+
+
+def test_serve_refuses_to_start_with_pending_migrations(tmp_path: Path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'empty.db'}"}
+    refused = _cli("serve", "--port", str(_free_port()), env=env)
+    assert refused.returncode != 0
+    assert "semantic-saga migrate" in refused.stderr
