@@ -60,7 +60,8 @@ def call(request: dict[str, Any], ctx: InvocationContext, *, compensation: bool)
     if "body" in request:
         body = render(request["body"], ctx.template_scope(), "compensation.body" if compensation else "forward.body")
         content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        headers.setdefault("Content-Type", "application/json")
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = "application/json"
     timeout = float(request.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS))
     try:
         status, reason, raw, truncated = _send(method, url, headers, content, timeout)

@@ -42,12 +42,22 @@ def _our_chain() -> list[tuple[bytes, str]]:
     genesis = _event(1, "SAGA_STARTED", None, "2026-11-29T10:00:00.000000Z", status="ACTIVE")
     h1 = compute_hash(None, event_body(genesis))
     step = _event(
-        2, "STEP_STARTED", h1, "2026-11-29T10:00:01.250000Z", status="EXECUTING", action="create_text_file",
-        action_version="1.0.0", step_id="5b6c4f0e-1c2d-4e3f-8a9b-0c1d2e3f4a5b", data={"attempt": 1},
+        2,
+        "STEP_STARTED",
+        h1,
+        "2026-11-29T10:00:01.250000Z",
+        status="EXECUTING",
+        action="create_text_file",
+        action_version="1.0.0",
+        step_id="5b6c4f0e-1c2d-4e3f-8a9b-0c1d2e3f4a5b",
+        data={"attempt": 1},
     )
     h2 = compute_hash(h1, event_body(step))
     checkpoint = _event(
-        3, "CHECKPOINT_CREATED", h2, "2026-11-29T10:00:02.000000Z",
+        3,
+        "CHECKPOINT_CREATED",
+        h2,
+        "2026-11-29T10:00:02.000000Z",
         data={"checkpoint_id": "c1", "name": "étape größer ✓"},
     )
     h3 = compute_hash(h2, event_body(checkpoint))

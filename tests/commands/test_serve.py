@@ -25,7 +25,11 @@ def _free_port() -> int:
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "saga_project.cli", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "saga_project.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 
@@ -46,7 +50,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     log = (workdir / "serve.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -81,8 +88,13 @@ def test_serve_renders_the_admin_login(served: tuple[str, dict[str, str]]):
 
 def test_serve_loads_the_actions_file_at_start_up(served: tuple[str, dict[str, str]]):
     _, env = served
-    listed = _cli("shell", "-c", "from registry.models import ActionDefinition as A; "
-                  "print(sorted(A.objects.values_list('action_id', flat=True)))", env=env)
+    listed = _cli(
+        "shell",
+        "-c",
+        "from registry.models import ActionDefinition as A; "
+        "print(sorted(A.objects.values_list('action_id', flat=True)))",
+        env=env,
+    )
     assert "create_text_file" in listed.stdout
 
 
