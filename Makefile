@@ -36,6 +36,7 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	bash .ci/grep-checks
+	DEBUG=true $(BIN)/mypy saga_project sagas registry governance audit
 
 test-sqlite:
 	DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest -n $(PYTEST_WORKERS) -q

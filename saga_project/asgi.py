@@ -51,7 +51,8 @@ def _static_mount() -> list[Mount]:
 
 
 application = Starlette(
-    routes=[*_static_mount(), Mount("/", app=django_app)],
+    # Django is typed with its own ASGI protocol; at runtime it is a plain ASGI callable.
+    routes=[*_static_mount(), Mount("/", app=django_app)],  # type: ignore[arg-type]
     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=settings.ALLOWED_HOSTS)],
     lifespan=lifespan,
 )

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, connections
@@ -20,6 +20,8 @@ from registry.errors import ActionFailure
 from sagas.leases import LeaseRef, heartbeat
 
 logger = logging.getLogger("sagas.executor")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,10 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def in_worker_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+def in_worker_thread(fn: Callable[[], T]) -> Callable[[], T]:
     """Wrap work for a pool thread: its database connections close when the work ends."""
 
-    def run() -> Any:
+    def run() -> T:
         try:
             return fn()
         finally:

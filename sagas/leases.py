@@ -42,7 +42,7 @@ def lease_deadline() -> datetime:
 @dataclass(frozen=True)
 class LeaseRef:
     model: type[Node] | type[Saga]
-    pk: object
+    pk: uuid.UUID
     fence: int
 
 

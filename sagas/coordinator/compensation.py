@@ -10,15 +10,16 @@ Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
-from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
 
 from audit.models import EventType as E
 from governance.identity import Principal
 from registry.actions import InvocationContext
+from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
 from sagas import executor
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.errors import InvalidTransition
@@ -45,10 +46,10 @@ def saga_rollback(*, actor: Principal, saga_id: object) -> Saga:
     ROLLED_BACK (audit ROLLBACK_COMPLETED) or ROLLBACK_FAILED (audit ROLLBACK_FAILED, `error.failures` lists
     each step). Calling it again on ROLLBACK_FAILED retries the failed compensations only.
     """
-    _start(actor, saga_id)
-    for step_id in _pending_steps(saga_id):
-        _compensate(actor, saga_id, step_id)
-    return _finish(actor, saga_id)
+    pk = _start(actor, saga_id)
+    for step_id in _pending_steps(pk):
+        _compensate(actor, pk, step_id)
+    return _finish(actor, pk)
 
 
 def _in_flight(saga: Saga) -> int:
@@ -58,7 +59,7 @@ def _in_flight(saga: Saga) -> int:
     return saga.steps.filter(status=T.EXECUTING).filter(live_node | live_immediate).count()
 
 
-def _start(actor: Principal, saga_id: object) -> None:
+def _start(actor: Principal, saga_id: object) -> uuid.UUID:
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
         if saga.status in ROLLBACK_REFUSED_STATES:
@@ -78,9 +79,10 @@ def _start(actor: Principal, saga_id: object) -> None:
         for node in Node.objects.filter(saga=saga, status__in=NOT_STARTED_NODE_STATES).order_by("pk"):
             error = {"code": "SAGA_ROLLED_BACK", "message": "The saga was rolled back before this node ran."}
             tx.transition(node, N.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
+    return saga.id
 
 
-def _pending_steps(saga_id: object) -> list[object]:
+def _pending_steps(saga_id: uuid.UUID) -> list[uuid.UUID]:
     return list(
         Step.objects.filter(saga_id=saga_id, status__in=COMPENSABLE_STEP_STATES)
         .order_by("-sequence")
@@ -103,7 +105,7 @@ def _move_node(tx: Tx, step: Step, target: str) -> None:
         tx.transition(node, target, lease_owner="", lease_expires_at=None)
 
 
-def _claim(actor: Principal, saga_id: object, step_id: object) -> Step | None:
+def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID) -> Step | None:
     """Phase 1 of one compensation: checks, then COMPENSATING with the attempt counted. None = nothing to call."""
     with locked_saga(saga_id, actor) as tx:
         step = Step.objects.get(pk=step_id)
@@ -147,7 +149,7 @@ def _no_compensation(tx: Tx, step: Step) -> None:
     )
 
 
-def _compensate(actor: Principal, saga_id: object, step_id: object) -> None:
+def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID) -> None:
     step = _claim(actor, saga_id, step_id)
     while step is not None:
         ctx = InvocationContext(
@@ -162,7 +164,7 @@ def _compensate(actor: Principal, saga_id: object, step_id: object) -> None:
         step = _record(actor, saga_id, step, outcome)
 
 
-def _record(actor: Principal, saga_id: object, step: Step, outcome: executor.Outcome) -> Step | None:
+def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.Outcome) -> Step | None:
     """Phase 3 of one compensation. Returns the step when another attempt should follow."""
     policy = resolved_execution_policy(step.action_definition)["compensation"]
     delay = 0.0
@@ -196,7 +198,7 @@ def _record(actor: Principal, saga_id: object, step: Step, outcome: executor.Out
     return step
 
 
-def _finish(actor: Principal, saga_id: object) -> Saga:
+def _finish(actor: Principal, saga_id: uuid.UUID) -> Saga:
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
         if saga.status != SagaStatus.ROLLING_BACK:

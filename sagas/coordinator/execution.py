@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.db.models import Min, Q
@@ -47,9 +49,9 @@ class Claim:
     """An attempt this process owns: what to call, and the fence that proves ownership when recording."""
 
     actor: Principal
-    saga_id: object
-    step_id: object
-    node_id: object | None
+    saga_id: uuid.UUID
+    step_id: uuid.UUID
+    node_id: uuid.UUID | None
     fence: int
     attempt: int
     pinned: _actions.Pinned
@@ -133,7 +135,7 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
     except SagaError as refusal:
         tx.transition(node, N.FAILED, event=E.NODE_FAILED, error=refusal.as_dict())
         _graph.block_dependants(tx, node, f"dependency refused before start: {refusal.code}")
-        _apply_failure_mode(tx, pinned_policy_failure_mode(node), refusal.as_dict())
+        _apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
         return None
     fence = node.fence_token + 1
     step = node.step
@@ -155,7 +157,7 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
     return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload)
 
 
-def pinned_policy_failure_mode(node: Node) -> str:
+def _failure_mode_of(node: Node) -> str:
     try:
         return str(_actions.resolve(node.action, node.action_version).policy["failure_mode"])
     except SagaError:
@@ -354,8 +356,9 @@ def saga_step_execute(
     """
     pinned = _actions.resolve(action, version)
     payload = _actions.check_input(pinned, input)
-    claim: Claim | None = _claim_immediate(actor, saga_id, pinned, payload)
-    step_id = claim.step_id if claim else None
+    first = _claim_immediate(actor, saga_id, pinned, payload)
+    step_id, saga_pk = first.step_id, first.saga_id
+    claim: Claim | None = first
     while claim is not None:
         verdict = _attempt(claim)
         if verdict != "retry":
@@ -366,11 +369,11 @@ def saga_step_execute(
     step = Step.objects.get(pk=step_id)
     if step.status == T.COMPLETED:
         return step
-    return _raise_step_failure(actor, step)
+    return _raise_step_failure(actor, step, saga_pk)
 
 
-def _raise_step_failure(actor: Principal, step: Step) -> Step:
-    saga = _finish_failed_saga(actor, step.saga_id)
+def _raise_step_failure(actor: Principal, step: Step, saga_pk: uuid.UUID) -> Step:
+    saga = _finish_failed_saga(actor, saga_pk)
     error = step.error or {}
     raise ActionFailedPermanent(
         message=f"Step {step.sequence} ({step.action}@{step.action_version}) failed after {step.attempts} "
@@ -382,7 +385,7 @@ def _raise_step_failure(actor: Principal, step: Step) -> Step:
     )
 
 
-def _finish_failed_saga(actor: Principal, saga_id: object) -> Saga:
+def _finish_failed_saga(actor: Principal, saga_id: uuid.UUID) -> Saga:
     """A FAILED saga (rollback mode) is compensated now, by the coordinator itself."""
     saga = Saga.objects.get(pk=saga_id)
     if saga.status == SagaStatus.FAILED:
@@ -416,7 +419,7 @@ def _require_int(value: object, name: str, low: int, high: int) -> int:
     return value
 
 
-def _next_retry_delay(saga_id: object) -> float | None:
+def _next_retry_delay(saga_id: uuid.UUID) -> float | None:
     due = Node.objects.filter(saga_id=saga_id, status=N.READY).aggregate(at=Min("next_attempt_at"))["at"]
     return None if due is None else max(0.0, (due - timezone.now()).total_seconds())
 
@@ -448,7 +451,7 @@ def saga_run_ready(*, actor: Principal, saga_id: object, max_parallel: int = 4, 
     return report
 
 
-def _run_waves(actor: Principal, saga_id: object, max_parallel: int, max_steps: int, report: RunReport) -> None:
+def _run_waves(actor: Principal, saga_id: uuid.UUID, max_parallel: int, max_steps: int, report: RunReport) -> None:
     in_flight: dict[Future[str], Claim] = {}
     while True:
         capacity = min(max_parallel - len(in_flight), max_steps - report.started)
@@ -458,7 +461,7 @@ def _run_waves(actor: Principal, saga_id: object, max_parallel: int, max_steps: 
             _tally(report, _attempt(claims[0]))  # one node: no thread hop
             continue
         for claim in claims:
-            in_flight[executor.pool().submit(executor.in_worker_thread(lambda c=claim: _attempt(c)))] = claim
+            in_flight[executor.pool().submit(executor.in_worker_thread(partial(_attempt, claim)))] = claim
         if in_flight:
             done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
             for future in done:
@@ -472,7 +475,7 @@ def _run_waves(actor: Principal, saga_id: object, max_parallel: int, max_steps: 
             return
 
 
-def _wait_for_retry(saga_id: object, report: RunReport) -> bool:
+def _wait_for_retry(saga_id: uuid.UUID, report: RunReport) -> bool:
     saga_status = Saga.objects.filter(pk=saga_id).values_list("status", flat=True).first()
     if saga_status != SagaStatus.ACTIVE:
         report.stopped_because = f"saga_{str(saga_status).lower()}"
