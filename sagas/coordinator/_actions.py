@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from registry.contracts import definition_hash, resolved_execution_policy, validate_instance
-from registry.selectors import action_get
-
 from audit.canonical import sha256_hex
+from registry.contracts import definition_hash, resolved_execution_policy, validate_instance
 from registry.errors import RegistryError
 from registry.models import ActionDefinition
+from registry.selectors import action_get
 from sagas.errors import InvalidInput, NotFound, SagaError
 
 
