@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
 os.environ.setdefault("DEBUG", "true")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

@@ -7,13 +7,13 @@ steps pin their hash.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.contrib import admin
-from django.http import HttpRequest
 from django.utils.html import format_html
 
 from registry.models import ActionDefinition
+from saga_project.admin_mixins import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[ActionDefinition]
@@ -22,7 +22,7 @@ else:
 
 
 @admin.register(ActionDefinition)
-class ActionDefinitionAdmin(_ModelAdmin):
+class ActionDefinitionAdmin(ReadOnlyAdminMixin, _ModelAdmin):
     list_display = ("action_id", "version", "kind", "active", "short_hash", "created_at")
     list_filter = ("kind", "active")
     search_fields = ("action_id",)
@@ -37,12 +37,3 @@ class ActionDefinitionAdmin(_ModelAdmin):
     @admin.display(description="definition")
     def pretty_definition(self, obj: ActionDefinition) -> str:
         return format_html("<pre>{}</pre>", json.dumps(obj.definition, indent=2, sort_keys=True))
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

@@ -6,32 +6,22 @@ State is never edited here: every change goes through sagas.coordinator.
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
+from saga_project.admin_mixins import ReadOnlyAdminMixin
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
-        return False
+class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+    show_full_result_count = False
 
 
-class StepInline(admin.TabularInline):  # type: ignore[type-arg]
+class StepInline(ReadOnlyAdminMixin, admin.TabularInline):  # type: ignore[type-arg]
     model = Step
     fields = ("sequence", "action", "action_version", "status", "attempts", "compensation_attempts")
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
-
-    def has_add_permission(self, request: HttpRequest, obj: object | None = None) -> bool:
-        return False
 
 
 class NodeInline(StepInline):
