@@ -1,13 +1,10 @@
-"""Fixtures for registry tests: a file root, a local HTTP server, and fresh valid contracts to mutate.
-
-Defined here (not only in tests/conftest.py) so the registry tests stand alone.
-"""
+"""Fixtures for registry tests: fresh valid contracts to mutate (file_root and the HTTP server come from
+tests/conftest.py)."""
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +16,9 @@ EXAMPLE_REGISTRY = Path(__file__).resolve().parents[2] / "examples" / "action_re
 
 
 @pytest.fixture
-def file_root(settings: Any, tmp_path: Path) -> Path:
-    root = tmp_path / "files"
-    root.mkdir()
-    settings.SAGA_FILE_ROOT = str(root)
-    return root
-
-
-@pytest.fixture(scope="module")
-def recording_server() -> Iterator[RecordingHTTPServer]:
-    with RecordingHTTPServer() as server:
-        yield server
-
-
-@pytest.fixture
-def server(recording_server: RecordingHTTPServer) -> RecordingHTTPServer:
-    """The module's server with scripts and recorded requests cleared for this test."""
-    recording_server.reset()
-    return recording_server
+def server(downstream: RecordingHTTPServer) -> RecordingHTTPServer:
+    """The shared local HTTP server (tests/conftest.py), reset for this test."""
+    return downstream
 
 
 @pytest.fixture
