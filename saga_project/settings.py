@@ -124,6 +124,27 @@ if SAGA_LEASE_SECONDS < 3:
 if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
     raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
 
+# --- Celery and beat ---------------------------------------------------------------------------------------------
+
+# Unset = the embedded in-process executor (one process, no broker). Set (redis://127.0.0.1:6379/0) = ready nodes
+# are nudged to `celery -A saga_project worker` processes; run `celery -A saga_project beat` for the sweeper.
+CELERY_BROKER_URL: str = env.str("CELERY_BROKER_URL", default="")
+CELERY_TASK_ACKS_LATE = True  # a message is acknowledged after the task ran: a killed worker's nudge is redelivered
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1  # long actions must not hold nudges other workers could run now
+CELERY_TASK_IGNORE_RESULT = True  # state lives in the database; there is no result backend
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A nudge that cannot be published within about a second is dropped and logged: the sweeper re-sends it, and a
+# request must not hang on a broker outage.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0.1, "interval_step": 0.2, "interval_max": 0.5}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 5}
+# Seconds between recovery sweeps (beat in Celery mode, a thread in embedded serve).
+SAGA_SWEEP_INTERVAL_SECONDS: float = env.float("SAGA_SWEEP_INTERVAL_SECONDS", default=5.0)
+CELERY_BEAT_SCHEDULE = {
+    # Every few seconds (SAGA_SWEEP_INTERVAL_SECONDS): reclaim expired leases, resume rollbacks, re-send lost nudges.
+    "sagas-recover-stale": {"task": "sagas.tasks.sagas_recover_task", "schedule": SAGA_SWEEP_INTERVAL_SECONDS},
+}
+
 # --- logging ----------------------------------------------------------------------------------------------------
 
 LOGGING = {

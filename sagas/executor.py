@@ -71,12 +71,19 @@ def pool() -> ThreadPoolExecutor:
 
 
 def in_worker_thread(fn: Callable[[], T]) -> Callable[[], T]:
-    """Wrap work for a pool thread: its database connections close when the work ends."""
+    """Wrap work for a pool thread: errors are logged (a nudge has no caller to tell), connections closed."""
 
     def run() -> T:
         try:
             return fn()
+        except Exception:
+            logger.exception("embedded executor job failed; the recovery sweep will pick up what it left")
+            raise
         finally:
             connections.close_all()
 
     return run
+
+
+def submit(job: Callable[[], Any]) -> None:
+    pool().submit(job)

@@ -1,7 +1,13 @@
-"""Lease heartbeats: while an action runs outside any transaction, its lease is renewed every ttl/3.
+"""Leases and heartbeats on the units that execute: node attempts, immediate steps and a saga's rollback runner.
 
-One daemon thread serves every in-flight attempt of this process (not a thread per attempt). A renewal only
-touches a row whose fence token still matches, so a worker that lost its lease cannot extend someone else's.
+A lease is (lease_owner, lease_expires_at, fence_token) on the row. Taking it increments the fence token in the
+same conditional UPDATE; every completion write is conditioned on that token, so a worker that lost its lease
+can never record an outcome. Deadlines are computed by the database (now() + ttl), so all processes compare
+leases against one clock.
+
+While an action runs outside any transaction, its lease is renewed every ttl/3 by one daemon thread per process
+(not a thread per attempt). A renewal only touches a row whose fence token and owner still match, so a worker
+that lost its lease cannot extend someone else's.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.utils import timezone
+from django.db.models import DateTimeField, ExpressionWrapper, Value
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Now
 
 from sagas.models import Node, Saga
 
@@ -35,8 +43,13 @@ def lease_seconds() -> int:
     return int(settings.SAGA_LEASE_SECONDS)
 
 
-def lease_deadline() -> datetime:
-    return timezone.now() + timedelta(seconds=lease_seconds())
+def seconds_from_now(seconds: float) -> ExpressionWrapper[CombinedExpression]:
+    """The database's now() + seconds, for lease deadlines and retry times."""
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def lease_deadline() -> ExpressionWrapper[CombinedExpression]:
+    return seconds_from_now(lease_seconds())
 
 
 @dataclass(frozen=True)
@@ -68,7 +81,7 @@ class _Keeper:
 
     def _run(self) -> None:
         while True:
-            time.sleep(max(1.0, lease_seconds() / 3))
+            time.sleep(max(0.5, lease_seconds() / 3))
             with self._lock:
                 refs = list(self._leases.values())
             if refs:
@@ -76,10 +89,9 @@ class _Keeper:
 
     def _renew(self, refs: list[LeaseRef]) -> None:
         try:
-            deadline = lease_deadline()
             for ref in refs:
                 ref.model.objects.filter(pk=ref.pk, fence_token=ref.fence, lease_owner=worker_id()).update(
-                    lease_expires_at=deadline
+                    lease_expires_at=lease_deadline()
                 )
         except Exception:  # a missed renewal is survivable (the next one retries); a dead keeper is not
             logger.exception("lease renewal failed leases=%d", len(refs))

@@ -25,14 +25,32 @@ class Saga(models.Model):
     next_sequence = models.PositiveIntegerField(default=1)
     # Next node position (planning order), the tie-breaker that makes waves deterministic.
     next_position = models.PositiveIntegerField(default=1)
+    # The saga lease guards an immediate step in flight (ACTIVE) or the rollback runner (ROLLING_BACK).
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fence_token = models.PositiveBigIntegerField(default=0)
+    # The current run request: how many nodes may be in flight at once across all workers, and how many more
+    # attempts it may start. Workers read these under the saga lock when claiming; 0 steps left = no run.
+    run_max_parallel = models.PositiveSmallIntegerField(default=4)
+    run_steps_left = models.PositiveIntegerField(default=0)
+    # Who asked for the current run: workers act (and are audited) on that principal's behalf.
+    run_principal_id = models.CharField(max_length=200, blank=True, default="")
+    run_principal_type = models.CharField(max_length=32, blank=True, default="")
+    # Automatic retries of a ROLLBACK_FAILED saga's compensations, with backoff.
+    recovery_attempts = models.PositiveIntegerField(default=0)
+    next_recovery_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         indexes = [
+            # Serves the recovery sweep: sagas whose rollback is pending, running or to be retried.
+            models.Index(
+                fields=["status", "lease_expires_at"],
+                condition=models.Q(lease_expires_at__isnull=False)
+                | models.Q(status__in=["FAILED", "ROLLING_BACK", "ROLLBACK_FAILED"]),
+                name="saga_recovery_idx",
+            ),
             # Serves list_sagas: tenant, optional status, newest first, keyset-paginated on (created_at, id).
             models.Index(fields=["tenant_id", "status", "-created_at"], name="saga_tenant_status_created_idx"),
             models.Index(fields=["tenant_id", "-created_at", "-id"], name="saga_tenant_created_idx"),
@@ -55,6 +73,8 @@ class Node(models.Model):
     approval_required = models.BooleanField(default=False)
     attempts = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # When the last nudge for this READY node was sent; the sweeper re-sends nudges that were lost.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
     uncertain_outcome = models.BooleanField(default=False)
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
@@ -75,11 +95,16 @@ class Node(models.Model):
         indexes = [
             # Serves the ready-node claim: READY nodes of one saga whose backoff has passed, in planning order.
             models.Index(fields=["saga", "status", "position"], name="node_saga_status_pos_idx"),
-            # Serves the recovery sweep (next issue): EXECUTING nodes whose lease expired.
+            # Serves the recovery sweep: EXECUTING nodes whose lease expired, and READY nodes whose nudge was lost.
             models.Index(
                 fields=["lease_expires_at"],
                 condition=models.Q(status="EXECUTING"),
                 name="node_executing_lease_idx",
+            ),
+            models.Index(
+                fields=["dispatched_at"],
+                condition=models.Q(status="READY"),
+                name="node_ready_dispatch_idx",
             ),
         ]
         ordering = ["saga", "position"]

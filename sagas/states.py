@@ -53,9 +53,11 @@ class ApprovalStatus(models.TextChoices):
 S, N, T = SagaStatus, NodeStatus, StepStatus
 
 SAGA_TRANSITIONS: dict[str, frozenset[str]] = {
-    # FAILED and RECOVERY_REQUIRED are entered from ACTIVE when a step exhausts its retries (rollback vs pause).
+    # FAILED (rollback pending) and RECOVERY_REQUIRED are entered when a step exhausts its retries, FAILED also
+    # when a rollback is requested: no new work starts, and the rollback runs once nothing is in flight.
     S.ACTIVE: frozenset({S.COMMITTED, S.FAILED, S.ROLLING_BACK, S.RECOVERY_REQUIRED}),
-    S.RECOVERY_REQUIRED: frozenset({S.ACTIVE, S.ROLLING_BACK}),
+    # RECOVERY_REQUIRED -> FAILED: a rollback was requested while nodes are still in flight.
+    S.RECOVERY_REQUIRED: frozenset({S.ACTIVE, S.FAILED, S.ROLLING_BACK}),
     S.FAILED: frozenset({S.ROLLING_BACK}),
     # ROLLING_BACK -> ROLLING_BACK lets a crashed rollback be resumed.
     S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK, S.ROLLBACK_FAILED}),

@@ -13,20 +13,26 @@ Invariants and the tests that pin them:
 - commit only with every planned node COMPLETED (test_commit.py); state survives a restart (test_restart.py).
 """
 
-from sagas.coordinator.compensation import saga_rollback
-from sagas.coordinator.execution import RunReport, saga_run_ready, saga_step_execute
+from sagas.coordinator.compensation import saga_rollback, saga_rollback_resume
+from sagas.coordinator.execution import node_execute, saga_step_execute
 from sagas.coordinator.lifecycle import saga_begin, saga_checkpoint, saga_commit
 from sagas.coordinator.planning import node_approve, node_plan, node_retry
+from sagas.coordinator.recovery import RecoveryReport, sagas_recover
+from sagas.coordinator.runs import RunReport, saga_run_ready
 
 __all__ = [
+    "RecoveryReport",
     "RunReport",
     "node_approve",
+    "node_execute",
     "node_plan",
     "node_retry",
     "saga_begin",
     "saga_checkpoint",
     "saga_commit",
     "saga_rollback",
+    "saga_rollback_resume",
     "saga_run_ready",
     "saga_step_execute",
+    "sagas_recover",
 ]

@@ -75,8 +75,7 @@ class Tx:
             )
         obj.status = to
         obj.updated_at = now
-        for name, value in fields.items():
-            setattr(obj, name, value)
+        _apply(obj, fields)
         if event:
             self.record(
                 event,
@@ -89,13 +88,19 @@ class Tx:
         """Write non-status fields of a row whose status this transaction already holds under the saga lock."""
         now = timezone.now()
         type(obj).objects.filter(pk=obj.pk).update(updated_at=now, **fields)
-        for name, value in fields.items():
-            setattr(obj, name, value)
+        _apply(obj, fields)
         obj.updated_at = now
 
     def flush(self) -> None:
         chain.append(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts)
         self._drafts.clear()
+
+
+def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
+    for name, value in fields.items():
+        # A value computed by the database (a lease deadline from now()) is not copied: refresh to read it.
+        if not hasattr(value, "resolve_expression"):
+            setattr(obj, name, value)
 
 
 def parse_uuid(value: object, what: str = "saga") -> uuid.UUID | None:
@@ -130,5 +135,21 @@ def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
     with transaction.atomic(durable=True):
         saga.save(force_insert=True)
         tx = Tx(saga, actor)
+        yield tx
+        tx.flush()
+
+
+@contextmanager
+def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[Tx | None]:
+    """A transaction on any tenant's saga as the coordinator itself (sweeps). With skip_locked, a saga another
+    process holds is skipped (None) rather than waited for: PostgreSQL FOR NO KEY UPDATE SKIP LOCKED."""
+    from governance.identity import system_principal
+
+    with transaction.atomic(durable=True):
+        saga = Saga.objects.select_for_update(no_key=True, skip_locked=skip_locked).filter(pk=saga_id).first()
+        if saga is None:
+            yield None
+            return
+        tx = Tx(saga, system_principal(saga.tenant_id))
         yield tx
         tx.flush()

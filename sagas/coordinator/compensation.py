@@ -14,15 +14,16 @@ import uuid
 from typing import Any
 
 from django.db.models import Q
-from django.utils import timezone
+from django.db.models.functions import Now
 
 from audit.models import EventType as E
-from governance.identity import Principal
+from governance.identity import Principal, system_principal
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
 from sagas import executor
-from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidTransition
+from sagas.leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.models import Node, Saga, Step
 from sagas.states import (
     COMPENSABLE_STEP_STATES,
@@ -36,30 +37,58 @@ from sagas.states import StepStatus as T
 
 # A compensation backoff is waited for inline, capped so one slow downstream cannot hold a rollback for long.
 MAX_COMPENSATION_WAIT_SECONDS = 30.0
+# How long a rollback request waits for attempts in flight to finish; past that it returns with the saga FAILED
+# (rollback pending), and the rollback starts as soon as the last attempt records its outcome.
+DEFAULT_ROLLBACK_WAIT_SECONDS = 60.0
+DRAIN_POLL_SECONDS = 0.05
+# Automatic retries of a ROLLBACK_FAILED saga whose failures look transient: 30 s, doubling, at most hourly.
+RECOVERY_BACKOFF = {"initial_backoff_seconds": 30, "backoff_multiplier": 2, "max_backoff_seconds": 3600, "jitter": 0.1}
+RESUMABLE_STATES = frozenset({SagaStatus.FAILED, SagaStatus.ROLLING_BACK, SagaStatus.ROLLBACK_FAILED})
 
 
-def saga_rollback(*, actor: Principal, saga_id: object) -> Saga:
-    """Unwind a saga. Refused only for COMMITTED and ROLLED_BACK (and while a step is still in flight).
+def saga_rollback(*, actor: Principal, saga_id: object, wait_seconds: float | None = None) -> Saga:
+    """Unwind a saga. Refused only for COMMITTED and ROLLED_BACK.
 
-    Effects: ROLLING_BACK (audit ROLLBACK_STARTED); nodes that never started become BLOCKED; every COMPLETED,
-    FAILED, uncertain or previously failed compensation step is compensated newest-first; the saga ends
-    ROLLED_BACK (audit ROLLBACK_COMPLETED) or ROLLBACK_FAILED (audit ROLLBACK_FAILED, `error.failures` lists
-    each step). Calling it again on ROLLBACK_FAILED retries the failed compensations only.
+    Effects: an ACTIVE or RECOVERY_REQUIRED saga first becomes FAILED (audit ROLLBACK_REQUESTED; its run stops,
+    so no new attempt starts); once no attempt is in flight it becomes ROLLING_BACK under a fenced runner lease
+    (audit ROLLBACK_STARTED); nodes that never started become BLOCKED; every COMPLETED, FAILED, uncertain or
+    previously failed compensation step is compensated newest-first; the saga ends ROLLED_BACK (audit
+    ROLLBACK_COMPLETED) or ROLLBACK_FAILED (audit ROLLBACK_FAILED, `error.failures` lists each step). Calling it
+    again on ROLLBACK_FAILED retries the failed compensations only. Waits up to `wait_seconds` (default 60) for
+    attempts in flight, or for another runner, then returns the saga as it is.
     """
-    pk = _start(actor, saga_id)
-    for step_id in _pending_steps(pk):
-        _compensate(actor, pk, step_id)
-    return _finish(actor, pk)
+    deadline = time.monotonic() + (DEFAULT_ROLLBACK_WAIT_SECONDS if wait_seconds is None else max(0.0, wait_seconds))
+    pk = _request(actor, saga_id)
+    while True:
+        fence = _start(actor, pk)
+        if fence is not None:
+            return _run(actor, pk, fence)
+        saga = Saga.objects.get(pk=pk)
+        if saga.status not in RESUMABLE_STATES or time.monotonic() >= deadline:
+            return saga
+        time.sleep(DRAIN_POLL_SECONDS)
 
 
-def _in_flight(saga: Saga) -> int:
-    now = timezone.now()
-    live_node = Q(node__isnull=False, node__lease_expires_at__gt=now)
-    live_immediate = Q(node__isnull=True) & Q(saga__lease_expires_at__gt=now)
+def saga_rollback_resume(*, saga_id: object) -> Saga | None:
+    """Start or resume a pending rollback as the coordinator (worker, sweeper). Does nothing if another runner
+    holds a live lease, attempts are still in flight, or the saga needs no rollback."""
+    pk = parse_uuid(saga_id)
+    saga = Saga.objects.filter(pk=pk).first() if pk else None
+    if saga is None or saga.status not in RESUMABLE_STATES:
+        return saga
+    actor = system_principal(saga.tenant_id)
+    fence = _start(actor, saga.id)
+    return _run(actor, saga.id, fence) if fence is not None else saga
+
+
+def in_flight(saga: Saga) -> int:
+    """Attempts of this saga executing right now under a live lease (node attempts or an immediate step)."""
+    live_node = Q(node__isnull=False, node__status=N.EXECUTING, node__lease_expires_at__gt=Now())
+    live_immediate = Q(node__isnull=True, saga__lease_expires_at__gt=Now())
     return saga.steps.filter(status=T.EXECUTING).filter(live_node | live_immediate).count()
 
 
-def _start(actor: Principal, saga_id: object) -> uuid.UUID:
+def _request(actor: Principal, saga_id: object) -> uuid.UUID:
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
         if saga.status in ROLLBACK_REFUSED_STATES:
@@ -69,17 +98,51 @@ def _start(actor: Principal, saga_id: object) -> uuid.UUID:
                 "back. Nothing was changed."
                 + (" Undo committed work with a new saga." if saga.status == SagaStatus.COMMITTED else ""),
             )
-        if busy := _in_flight(saga):
-            raise InvalidTransition(
-                "STEPS_IN_FLIGHT",
-                f"{busy} step(s) of saga {saga.id} are executing right now. Nothing was changed. Wait for them to "
-                "finish (get_saga) and call rollback again; compensation must see their outcome.",
-            )
-        tx.transition(saga, SagaStatus.ROLLING_BACK, event=E.ROLLBACK_STARTED)
+        if saga.status in (SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED):
+            error = {"code": "ROLLBACK_REQUESTED", "message": f"Rollback requested by {actor.principal_id}."}
+            tx.transition(saga, SagaStatus.FAILED, event=E.ROLLBACK_REQUESTED, error=error, run_steps_left=0)
+        return saga.id
+
+
+def _start(actor: Principal, saga_id: uuid.UUID) -> int | None:
+    """Take the rollback runner lease (fence + 1), or None when someone else must go first."""
+    with locked_saga(saga_id, actor) as tx:
+        saga = tx.saga
+        if saga.status not in RESUMABLE_STATES or in_flight(saga):
+            return None
+        live_runner = Saga.objects.filter(pk=saga.pk, lease_expires_at__gt=Now()).exists()
+        if saga.status == SagaStatus.ROLLING_BACK and live_runner:
+            return None
+        fence = saga.fence_token + 1
+        resumed = saga.status == SagaStatus.ROLLING_BACK
+        tx.transition(
+            saga,
+            SagaStatus.ROLLING_BACK,
+            event=E.ROLLBACK_RESUMED if resumed else E.ROLLBACK_STARTED,
+            fence_token=fence,
+            lease_owner=worker_id(),
+            lease_expires_at=lease_deadline(),
+            run_steps_left=0,
+        )
         for node in Node.objects.filter(saga=saga, status__in=NOT_STARTED_NODE_STATES).order_by("pk"):
             error = {"code": "SAGA_ROLLED_BACK", "message": "The saga was rolled back before this node ran."}
             tx.transition(node, N.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
-    return saga.id
+        return fence
+
+
+def _run(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
+    with heartbeat(LeaseRef(Saga, saga_id, fence)):
+        for step_id in _pending_steps(saga_id):
+            if not _compensate(actor, saga_id, step_id, fence):
+                break  # this runner lost its lease; the one that took over finishes the job
+        return _finish(actor, saga_id, fence)
+
+
+def _runner_lost(tx: Tx, fence: int, step: Step | None = None) -> bool:
+    if tx.saga.status == SagaStatus.ROLLING_BACK and tx.saga.fence_token == fence:
+        return False
+    tx.record(E.STALE_WRITE_REFUSED, step=step, status=tx.saga.status, data={"fence_token": fence, "runner": True})
+    return True
 
 
 def _pending_steps(saga_id: uuid.UUID) -> list[uuid.UUID]:
@@ -105,12 +168,12 @@ def _move_node(tx: Tx, step: Step, target: str) -> None:
         tx.transition(node, target, lease_owner="", lease_expires_at=None)
 
 
-def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID) -> Step | None:
+def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int) -> Step | None:
     """Phase 1 of one compensation: checks, then COMPENSATING with the attempt counted. None = nothing to call."""
     with locked_saga(saga_id, actor) as tx:
         step = Step.objects.get(pk=step_id)
-        if step.status not in COMPENSABLE_STEP_STATES or tx.saga.status != SagaStatus.ROLLING_BACK:
-            return None  # already compensated by someone else, or the rollback was superseded
+        if _runner_lost(tx, fence, step) or step.status not in COMPENSABLE_STEP_STATES:
+            return None
         snapshot = step.action_definition
         if definition_hash(snapshot) != step.action_definition_hash:
             _fail(
@@ -149,8 +212,9 @@ def _no_compensation(tx: Tx, step: Step) -> None:
     )
 
 
-def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID) -> None:
-    step = _claim(actor, saga_id, step_id)
+def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int) -> bool:
+    """Compensate one step with retries. False when this runner lost its lease meanwhile."""
+    step = _claim(actor, saga_id, step_id, fence)
     while step is not None:
         ctx = InvocationContext(
             saga_id=str(saga_id),
@@ -161,16 +225,18 @@ def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID) -> Non
             attempt=step.compensation_attempts,
         )
         outcome = executor.perform(step.action_definition, ctx, compensation=True, lease=None)
-        step = _record(actor, saga_id, step, outcome)
+        step = _record(actor, saga_id, step, outcome, fence)
+    return Saga.objects.filter(pk=saga_id, fence_token=fence, status=SagaStatus.ROLLING_BACK).exists()
 
 
-def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.Outcome) -> Step | None:
+def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.Outcome, fence: int) -> Step | None:
     """Phase 3 of one compensation. Returns the step when another attempt should follow."""
     policy = resolved_execution_policy(step.action_definition)["compensation"]
     delay = 0.0
     with locked_saga(saga_id, actor) as tx:
         step.refresh_from_db()
-        if step.status != T.COMPENSATING:
+        # A lost lease drops this outcome: the new runner repeats the call with the same `:rollback` key.
+        if _runner_lost(tx, fence, step) or step.status != T.COMPENSATING:
             return None
         if outcome.ok:
             tx.transition(
@@ -198,14 +264,15 @@ def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.
     return step
 
 
-def _finish(actor: Principal, saga_id: uuid.UUID) -> Saga:
+def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
-        if saga.status != SagaStatus.ROLLING_BACK:
+        if _runner_lost(tx, fence):
             return saga
         failed = list(saga.steps.filter(status=T.COMPENSATION_FAILED).order_by("-sequence"))
+        release = {"lease_owner": "", "lease_expires_at": None}
         if not failed:
-            tx.transition(saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED)
+            tx.transition(saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED, next_recovery_at=None, **release)
             return saga
         failures = [
             {"step_id": str(s.id), "sequence": s.sequence, "action": s.action, "error": s.compensation_error}
@@ -217,5 +284,19 @@ def _finish(actor: Principal, saga_id: uuid.UUID) -> Saga:
             "then call rollback_saga again to retry only the failed ones.",
             "failures": failures,
         }
-        tx.transition(saga, SagaStatus.ROLLBACK_FAILED, event=E.ROLLBACK_FAILED, error=error)
+        tx.transition(
+            saga,
+            SagaStatus.ROLLBACK_FAILED,
+            event=E.ROLLBACK_FAILED,
+            error=error,
+            next_recovery_at=_retry_at(saga, failed),
+            **release,
+        )
         return saga
+
+
+def _retry_at(saga: Saga, failed: list[Step]) -> Any:
+    """When the sweeper should retry this rollback by itself: only if some failure looks transient."""
+    if not any((s.compensation_error or {}).get("retryable") for s in failed):
+        return None
+    return seconds_from_now(backoff_seconds(RECOVERY_BACKOFF, saga.recovery_attempts + 1, f"{saga.id}:recovery"))

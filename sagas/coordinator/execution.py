@@ -4,6 +4,11 @@ Each attempt is three phases: (1) a short transaction that re-checks the saga, t
 input, takes the lease (fence + 1) and writes the step as EXECUTING (write-ahead); (2) the call, outside any
 transaction, with the step id as idempotency key and a heartbeat on the lease; (3) a short transaction that
 records the outcome only if the fence still matches. Retries reuse the step id.
+
+Nodes run where a nudge lands (a Celery worker, or the embedded executor's threads): `node_execute` claims the
+node if it is still READY and the saga's current run has capacity, and after recording an outcome it claims the
+next ready node of the same run in that same commit (COMPLETED(N) + EXECUTING(N+1)), so a linear saga costs one
+commit per step and no broker hop; further ready nodes (fan-out) are nudged to other workers after commit.
 """
 
 from __future__ import annotations
@@ -11,13 +16,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
-from datetime import timedelta
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Min, Q
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.models import EventType as E
@@ -26,10 +29,11 @@ from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
 from sagas.coordinator import _actions, _graph
-from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.coordinator.compensation import saga_rollback
-from sagas.errors import ActionFailedPermanent, InvalidInput, InvalidTransition, SagaError
-from sagas.leases import LeaseRef, lease_deadline, worker_id
+from sagas.dispatch import nudge_node, nudge_rollback
+from sagas.errors import ActionFailedPermanent, InvalidTransition, SagaError
+from sagas.leases import LeaseRef, lease_deadline, seconds_from_now, worker_id
 from sagas.models import Node, Saga, Step
 from sagas.states import ApprovalStatus, SagaStatus
 from sagas.states import NodeStatus as N
@@ -37,9 +41,6 @@ from sagas.states import StepStatus as T
 
 logger = logging.getLogger("sagas.coordinator")
 
-# A run waits in-process for a scheduled retry at most this long; a longer backoff returns to the caller, whose
-# next run_ready_steps picks the node up once it is due.
-RUN_MAX_RETRY_WAIT_SECONDS = 30.0
 # Immediate steps wait out their backoff inline, bounded the same way per wait.
 IMMEDIATE_MAX_BACKOFF_WAIT_SECONDS = 30.0
 
@@ -68,28 +69,6 @@ class Claim:
 
     def lease(self) -> LeaseRef:
         return LeaseRef(Node if self.node_id else Saga, self.node_id or self.saga_id, self.fence)
-
-
-@dataclass
-class RunReport:
-    saga: Saga
-    started: int = 0
-    completed: int = 0
-    retries_scheduled: int = 0
-    failed: int = 0
-    stale: int = 0
-    stopped_because: str = "no_ready_nodes"
-    details: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "started": self.started,
-            "completed": self.completed,
-            "retries_scheduled": self.retries_scheduled,
-            "failed": self.failed,
-            "stale_writes_refused": self.stale,
-            "stopped_because": self.stopped_because,
-        }
 
 
 # --- phase 1: claim ---------------------------------------------------------------------------------------------
@@ -135,7 +114,7 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
     except SagaError as refusal:
         tx.transition(node, N.FAILED, event=E.NODE_FAILED, error=refusal.as_dict())
         _graph.block_dependants(tx, node, f"dependency refused before start: {refusal.code}")
-        _apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
+        apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
         return None
     fence = node.fence_token + 1
     step = node.step
@@ -152,7 +131,9 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         lease_expires_at=lease_deadline(),
         step=step,
         next_attempt_at=None,
+        dispatched_at=None,
     )
+    tx.update(tx.saga, run_steps_left=max(0, tx.saga.run_steps_left - 1))
     tx.record(E.STEP_STARTED, node=node, step=step, status=T.EXECUTING, data={"attempt": node.attempts})
     return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload)
 
@@ -164,20 +145,90 @@ def _failure_mode_of(node: Node) -> str:
         return "pause"  # without a readable contract, guessing "rollback" could unwind work nobody can verify
 
 
-def _claim_ready(actor: Principal, saga_id: object, limit: int) -> list[Claim]:
-    with locked_saga(saga_id, actor) as tx:
-        if tx.saga.status != SagaStatus.ACTIVE or limit <= 0:
-            return []
-        due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=timezone.now())
-        nodes = Node.objects.filter(saga=tx.saga, status=N.READY).filter(due).select_related("step")
-        claims = [_claim_node(tx, node) for node in nodes.order_by("position")[:limit]]
-    return [c for c in claims if c is not None]
+def ready_due(saga: Saga) -> QuerySet[Node]:
+    """READY nodes of the saga whose retry backoff (if any) has passed, in planning order."""
+    due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now())
+    return Node.objects.filter(saga=saga, status=N.READY).filter(due).select_related("step").order_by("position")
+
+
+def executing_count(saga: Saga) -> int:
+    return Node.objects.filter(saga=saga, status=N.EXECUTING).count()
+
+
+def capacity(tx: Tx) -> int:
+    """How many more attempts the saga's current run may start now, across all workers."""
+    if tx.saga.status != SagaStatus.ACTIVE:
+        return 0
+    return max(0, min(tx.saga.run_max_parallel - executing_count(tx.saga), tx.saga.run_steps_left))
+
+
+def dispatch_ready(tx: Tx, *, chain: bool) -> Claim | None:
+    """Within the run's capacity: claim the first ready node here (chain=True) and nudge the rest to others."""
+    free = capacity(tx)
+    if free <= 0:
+        return None
+    nodes = list(ready_due(tx.saga)[:free])
+    claimed = None
+    for node in nodes:
+        if chain and claimed is None:
+            claimed = _claim_node(tx, node)
+            if claimed is not None:
+                continue
+        tx.update(node, dispatched_at=timezone.now())
+        nudge_node(tx.saga.id, node.id)
+    return claimed
+
+
+def _run_actor(saga: Saga) -> Principal:
+    """Workers act on behalf of whoever requested the current run."""
+    if not saga.run_principal_id:
+        return system_principal(saga.tenant_id)
+    return Principal(
+        principal_id=saga.run_principal_id,
+        tenant_id=saga.tenant_id,
+        principal_type=saga.run_principal_type or "user",
+        authenticated=True,
+        protocol="worker",
+    )
+
+
+def _claim_nudged(saga_id: object, node_id: object) -> Claim | None:
+    saga_pk, node_pk = parse_uuid(saga_id), parse_uuid(node_id)
+    if saga_pk is None or node_pk is None:
+        return None
+    saga = Saga.objects.filter(pk=saga_pk).first()
+    if saga is None:
+        return None
+    with locked_saga(saga.id, _run_actor(saga)) as tx:
+        tx.actor = _run_actor(tx.saga)
+        node = ready_due(tx.saga).filter(pk=node_pk).first()
+        if node is None or capacity(tx) <= 0:
+            # Duplicate, late or over-capacity nudge: someone else got there first, or the run is spent.
+            logger.info("nudge has nothing to do saga_id=%s node_id=%s", saga_id, node_id)
+            return None
+        return _claim_node(tx, node)
+
+
+def node_execute(*, saga_id: object, node_id: object) -> int:
+    """Run a nudged node, then keep going with the next ready nodes of the same run (chained commits).
+
+    Precondition: none; a nudge for a node that is no longer READY and due, or a saga whose run is spent or that
+    left ACTIVE, does nothing. Returns how many attempts this call ran. Called by `node_execute_task` and by the
+    embedded executor.
+    """
+    claim = _claim_nudged(saga_id, node_id)
+    ran = 0
+    while claim is not None:
+        outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
+        claim = _record(claim, outcome)
+        ran += 1
+    return ran
 
 
 # --- phase 3: record ----------------------------------------------------------------------------------------------
 
 
-def _apply_failure_mode(tx: Tx, failure_mode: str, error: dict[str, Any]) -> None:
+def apply_failure_mode(tx: Tx, failure_mode: str, error: dict[str, Any]) -> None:
     if tx.saga.status != SagaStatus.ACTIVE:
         return
     if failure_mode == "pause":
@@ -226,18 +277,35 @@ def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
     return node, step
 
 
-def _record(claim: Claim, outcome: executor.Outcome) -> str:
-    """Phase 3. Returns 'completed', 'retry', 'failed' or 'stale'."""
+def _record(claim: Claim, outcome: executor.Outcome) -> Claim | None:
+    """Phase 3 for a node, in one commit with what follows: the next ready node claimed here (chained), further
+    ready nodes nudged to other workers, or the rollback nudged once nothing of a FAILED saga is in flight."""
+    _, chained = _record_outcome(claim, outcome)
+    return chained
+
+
+def _record_outcome(claim: Claim, outcome: executor.Outcome) -> tuple[str, Claim | None]:
+    """Returns the verdict ('completed', 'retry', 'failed' or 'stale') and the chained next claim, if any."""
     outcome = _checked_outcome(claim, outcome)
     with locked_saga(claim.saga_id, claim.actor) as tx:
         owned = _owns(tx, claim)
         if owned is None:
-            return "stale"
+            return "stale", None
         node, step = owned
         if outcome.ok:
             _record_success(tx, node, step, outcome.result)
-            return "completed"
-        return _record_failure(tx, claim, node, step, outcome)
+            verdict = "completed"
+        else:
+            verdict = _record_failure(tx, claim, node, step, outcome)
+        return verdict, (_follow_up(tx) if node is not None else None)
+
+
+def _follow_up(tx: Tx) -> Claim | None:
+    if tx.saga.status == SagaStatus.FAILED:
+        if executing_count(tx.saga) == 0:
+            nudge_rollback(tx.saga.id)  # the last attempt in flight starts the unwinding
+        return None
+    return dispatch_ready(tx, chain=True)
 
 
 def _record_success(tx: Tx, node: Node | None, step: Step, result: Any) -> None:
@@ -281,8 +349,10 @@ def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome
                 error=error,
                 lease_owner="",
                 lease_expires_at=None,
-                next_attempt_at=timezone.now() + timedelta(seconds=delay),
+                next_attempt_at=seconds_from_now(delay),
+                dispatched_at=timezone.now(),
             )
+            nudge_node(tx.saga.id, node.id, delay=delay)
         tx.record(
             E.STEP_RETRY_SCHEDULED,
             node=node,
@@ -306,13 +376,14 @@ def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome
         _graph.block_dependants(tx, node, "a dependency failed")
     else:
         tx.update(tx.saga, lease_owner="", lease_expires_at=None)
-    _apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
+    apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
     return "failed"
 
 
-def _attempt(claim: Claim) -> str:
+def _attempt_immediate(claim: Claim) -> str:
     outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
-    return _record(claim, outcome)
+    verdict, _ = _record_outcome(claim, outcome)
+    return verdict
 
 
 # --- immediate steps ------------------------------------------------------------------------------------------------
@@ -360,7 +431,7 @@ def saga_step_execute(
     step_id, saga_pk = first.step_id, first.saga_id
     claim: Claim | None = first
     while claim is not None:
-        verdict = _attempt(claim)
+        verdict = _attempt_immediate(claim)
         if verdict != "retry":
             break
         waiting = (Step.objects.get(pk=step_id).error or {}).get("next_attempt_in_seconds", 0)
@@ -405,98 +476,6 @@ def _saga_outcome_sentence(saga: Saga) -> str:
         "get_saga shows which. An operator must reconcile them, then call rollback_saga again.",
         SagaStatus.RECOVERY_REQUIRED: "The saga is paused in RECOVERY_REQUIRED (failure_mode pause): nothing was "
         "compensated. Reconcile, then retry the node (force=true if its outcome is uncertain) or roll back.",
-        SagaStatus.FAILED: "The saga FAILED and its rollback is pending while other work is in flight; call "
-        "rollback_saga once it finishes.",
+        SagaStatus.FAILED: "The saga FAILED; its rollback starts automatically as soon as the work still in "
+        "flight finishes (get_saga shows progress).",
     }.get(SagaStatus(saga.status), f"The saga is {saga.status}.")
-
-
-# --- ready nodes ----------------------------------------------------------------------------------------------------
-
-
-def _require_int(value: object, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InvalidInput(message=f"{name} must be an integer from {low} to {high}, got {value!r}.")
-    return value
-
-
-def _next_retry_delay(saga_id: uuid.UUID) -> float | None:
-    due = Node.objects.filter(saga_id=saga_id, status=N.READY).aggregate(at=Min("next_attempt_at"))["at"]
-    return None if due is None else max(0.0, (due - timezone.now()).total_seconds())
-
-
-def saga_run_ready(*, actor: Principal, saga_id: object, max_parallel: int = 4, max_steps: int = 100) -> RunReport:
-    """Execute ready nodes in dependency waves until none is ready, max_steps attempts started, or the saga left
-    ACTIVE. Independent ready nodes run concurrently (at most max_parallel at once) on the embedded executor.
-
-    A node failing with attempts left is retried after its backoff (waited for here up to
-    RUN_MAX_RETRY_WAIT_SECONDS). A saga that FAILED during the run (failure_mode rollback) is compensated before
-    returning. Errors: SAGA_NOT_FOUND, SAGA_NOT_ACTIVE, INVALID_INPUT for out-of-range limits.
-    """
-    _require_int(max_parallel, "max_parallel", 1, 32)
-    _require_int(max_steps, "max_steps", 1, 1000)
-    with locked_saga(saga_id, actor) as tx:
-        if tx.saga.status != SagaStatus.ACTIVE:
-            raise InvalidTransition(
-                "SAGA_NOT_ACTIVE",
-                f"Saga {tx.saga.id} is {tx.saga.status}; running steps needs ACTIVE. Nothing ran."
-                + (
-                    " Retry the failed node or roll back first."
-                    if tx.saga.status == SagaStatus.RECOVERY_REQUIRED
-                    else ""
-                ),
-            )
-    report = RunReport(saga=tx.saga)
-    _run_waves(actor, tx.saga.id, max_parallel, max_steps, report)
-    report.saga = _finish_failed_saga(actor, tx.saga.id)
-    return report
-
-
-def _run_waves(actor: Principal, saga_id: uuid.UUID, max_parallel: int, max_steps: int, report: RunReport) -> None:
-    in_flight: dict[Future[str], Claim] = {}
-    while True:
-        capacity = min(max_parallel - len(in_flight), max_steps - report.started)
-        claims = _claim_ready(actor, saga_id, capacity)
-        report.started += len(claims)
-        if len(claims) == 1 and not in_flight:
-            _tally(report, _attempt(claims[0]))  # one node: no thread hop
-            continue
-        for claim in claims:
-            in_flight[executor.pool().submit(executor.in_worker_thread(partial(_attempt, claim)))] = claim
-        if in_flight:
-            done, _ = wait(in_flight, return_when=FIRST_COMPLETED)
-            for future in done:
-                in_flight.pop(future)
-                _tally(report, future.result())
-            continue
-        if report.started >= max_steps:
-            report.stopped_because = "max_steps"
-            return
-        if not _wait_for_retry(saga_id, report):
-            return
-
-
-def _wait_for_retry(saga_id: uuid.UUID, report: RunReport) -> bool:
-    saga_status = Saga.objects.filter(pk=saga_id).values_list("status", flat=True).first()
-    if saga_status != SagaStatus.ACTIVE:
-        report.stopped_because = f"saga_{str(saga_status).lower()}"
-        return False
-    delay = _next_retry_delay(saga_id)
-    if delay is None:
-        report.stopped_because = "no_ready_nodes"
-        return False
-    if delay > RUN_MAX_RETRY_WAIT_SECONDS:
-        report.stopped_because = "retry_scheduled_later"
-        return False
-    time.sleep(delay)
-    return True
-
-
-def _tally(report: RunReport, verdict: str) -> None:
-    if verdict == "completed":
-        report.completed += 1
-    elif verdict == "retry":
-        report.retries_scheduled += 1
-    elif verdict == "failed":
-        report.failed += 1
-    else:
-        report.stale += 1

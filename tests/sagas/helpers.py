@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from audit.models import AuditEvent
@@ -18,3 +20,14 @@ def idempotency_keys(server: RecordingHTTPServer, path: str | None = None) -> li
 
 def event_types(saga_id: object) -> list[str]:
     return list(AuditEvent.objects.filter(saga_id=saga_id).order_by("sequence").values_list("event_type", flat=True))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    """Poll (never a fixed sleep) until `predicate` holds; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)

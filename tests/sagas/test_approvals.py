@@ -24,7 +24,7 @@ def test_gated_node_waits_for_approval_then_runs(
     assert node.status == NodeStatus.WAITING_APPROVAL
     # when run before approval, nothing is called
     report = coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
-    assert report.started == 0 and downstream.requests == []
+    assert report.steps_started == 0 and downstream.requests == []
     # when approved
     coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id, reason="looks fine")
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id)

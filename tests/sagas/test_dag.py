@@ -24,7 +24,7 @@ def test_nodes_run_in_dependency_waves(operator: Principal, downstream: Recordin
     # when
     report = coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
     # then every node completed, a first and d last
-    assert report.completed == 4
+    assert report.count("COMPLETED") == 4
     order = [r[1] for r in downstream.requests]
     assert order[0] == "/a" and order[-1] == "/d" and set(order[1:3]) == {"/b", "/c"}
     assert set(Node.objects.filter(saga=saga).values_list("status", flat=True)) == {NodeStatus.COMPLETED}
@@ -41,7 +41,7 @@ def test_independent_ready_nodes_really_run_concurrently(operator: Principal, do
     # when
     report = coordinator.saga_run_ready(actor=operator, saga_id=saga.id, max_parallel=3)
     # then all three met at the barrier (a sequential executor would have broken it)
-    assert report.completed == 3, report.saga.error
+    assert report.count("COMPLETED") == 3, report.saga.error
     assert report.saga.status == SagaStatus.ACTIVE
 
 
@@ -64,7 +64,7 @@ def test_max_steps_stops_the_run(operator: Principal, downstream: RecordingHTTPS
     for i in range(3):
         coordinator.node_plan(actor=operator, saga_id=saga.id, action="step", input={"i": i})
     report = coordinator.saga_run_ready(actor=operator, saga_id=saga.id, max_parallel=1, max_steps=2)
-    assert report.started == 2 and report.stopped_because == "max_steps"
+    assert report.steps_started == 2 and report.stopped_because == "max_steps"
     assert Node.objects.filter(saga=saga, status=NodeStatus.READY).count() == 1
 
 
