@@ -38,8 +38,17 @@ def _load_actions_file() -> None:
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
+    from sagas.dispatch import uses_celery
+    from sagas.sweeper import EmbeddedSweeper
+
     await sync_to_async(_load_actions_file, thread_sensitive=False)()
-    yield
+    # Without a broker this process is also the worker, so it also sweeps (Celery beat does it otherwise).
+    sweeper = None if uses_celery() else EmbeddedSweeper().start()
+    try:
+        yield
+    finally:
+        if sweeper is not None:
+            sweeper.stop()
 
 
 def _static_mount() -> list[Mount]:

@@ -28,7 +28,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
-from sagas.models import Node, Saga
+from sagas.models import Node, Saga, Step
 
 logger = logging.getLogger("sagas.leases")
 
@@ -54,7 +54,7 @@ def lease_deadline() -> ExpressionWrapper[CombinedExpression]:
 
 @dataclass(frozen=True)
 class LeaseRef:
-    model: type[Node] | type[Saga]
+    model: type[Node] | type[Saga] | type[Step]
     pk: uuid.UUID
     fence: int
 

@@ -25,7 +25,7 @@ class Saga(models.Model):
     next_sequence = models.PositiveIntegerField(default=1)
     # Next node position (planning order), the tie-breaker that makes waves deterministic.
     next_position = models.PositiveIntegerField(default=1)
-    # The saga lease guards an immediate step in flight (ACTIVE) or the rollback runner (ROLLING_BACK).
+    # The saga lease is the rollback runner's (ROLLING_BACK): one runner compensates a saga at a time.
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fence_token = models.PositiveBigIntegerField(default=0)
@@ -148,11 +148,22 @@ class Step(models.Model):
     compensation_attempts = models.PositiveIntegerField(default=0)
     uncertain_outcome = models.BooleanField(default=False)
     fence_token = models.PositiveBigIntegerField(default=0)
+    # Only immediate steps (node is NULL) hold a lease here; a node attempt's lease is on its node.
+    lease_owner = models.CharField(max_length=200, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["saga", "sequence"], name="step_saga_sequence_uniq")]
+        indexes = [
+            # Serves the recovery sweep: immediate steps whose caller stopped renewing the lease.
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status="EXECUTING", node__isnull=True),
+                name="step_immediate_lease_idx",
+            ),
+        ]
         ordering = ["saga", "sequence"]
 
     def __str__(self) -> str:

@@ -87,7 +87,8 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     T.EXECUTING: frozenset({T.EXECUTING, T.COMPLETED, T.FAILED, T.COMPENSATING}),
     T.FAILED: frozenset({T.EXECUTING, T.COMPENSATING}),
     T.COMPLETED: frozenset({T.COMPENSATING}),
-    T.COMPENSATING: frozenset({T.COMPENSATED, T.COMPENSATION_FAILED}),
+    # COMPENSATING -> COMPENSATING: a resumed rollback repeats a compensation its crashed runner had started.
+    T.COMPENSATING: frozenset({T.COMPENSATING, T.COMPENSATED, T.COMPENSATION_FAILED}),
     T.COMPENSATION_FAILED: frozenset({T.COMPENSATING}),
     T.COMPENSATED: frozenset(),
 }

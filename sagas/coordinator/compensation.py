@@ -84,7 +84,7 @@ def saga_rollback_resume(*, saga_id: object) -> Saga | None:
 def in_flight(saga: Saga) -> int:
     """Attempts of this saga executing right now under a live lease (node attempts or an immediate step)."""
     live_node = Q(node__isnull=False, node__status=N.EXECUTING, node__lease_expires_at__gt=Now())
-    live_immediate = Q(node__isnull=True, saga__lease_expires_at__gt=Now())
+    live_immediate = Q(node__isnull=True, lease_expires_at__gt=Now())
     return saga.steps.filter(status=T.EXECUTING).filter(live_node | live_immediate).count()
 
 

@@ -68,13 +68,17 @@ class Claim:
         )
 
     def lease(self) -> LeaseRef:
-        return LeaseRef(Node if self.node_id else Saga, self.node_id or self.saga_id, self.fence)
+        if self.node_id is None:
+            return LeaseRef(Step, self.step_id, self.fence)
+        return LeaseRef(Node, self.node_id, self.fence)
 
 
 # --- phase 1: claim ---------------------------------------------------------------------------------------------
 
 
-def _new_step(tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: Node | None, fence: int) -> Step:
+def _new_step(
+    tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: Node | None, fence: int, **lease: Any
+) -> Step:
     step = Step(
         saga=tx.saga,
         sequence=tx.saga.next_sequence,
@@ -87,6 +91,7 @@ def _new_step(tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: No
         status=T.EXECUTING,
         attempts=1,
         fence_token=fence,
+        **lease,
     )
     step.save(force_insert=True)
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
@@ -134,7 +139,9 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         dispatched_at=None,
     )
     tx.update(tx.saga, run_steps_left=max(0, tx.saga.run_steps_left - 1))
-    tx.record(E.STEP_STARTED, node=node, step=step, status=T.EXECUTING, data={"attempt": node.attempts})
+    tx.record(
+        E.STEP_STARTED, node=node, step=step, status=T.EXECUTING, data={"attempt": node.attempts, "worker": worker_id()}
+    )
     return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload)
 
 
@@ -256,7 +263,7 @@ def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcom
 
 def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
     step = Step.objects.get(pk=claim.step_id)
-    holder: Node | Saga = tx.saga
+    holder: Node | Step = step
     node = None
     if claim.node_id:
         node = Node.objects.get(pk=claim.node_id)
@@ -309,9 +316,11 @@ def _follow_up(tx: Tx) -> Claim | None:
 
 
 def _record_success(tx: Tx, node: Node | None, step: Step, result: Any) -> None:
-    tx.transition(step, T.COMPLETED, event=E.STEP_COMPLETED, result=result, error=None, uncertain_outcome=False)
+    release = {"lease_owner": "", "lease_expires_at": None} if node is None else {}
+    tx.transition(
+        step, T.COMPLETED, event=E.STEP_COMPLETED, result=result, error=None, uncertain_outcome=False, **release
+    )
     if node is None:
-        tx.update(tx.saga, lease_owner="", lease_expires_at=None)
         return
     tx.transition(
         node,
@@ -362,7 +371,10 @@ def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome
         )
         return "retry"
     error["attempts"] = claim.attempt
-    tx.transition(step, T.FAILED, event=E.STEP_FAILED, error=error, result=receipt, uncertain_outcome=outcome.uncertain)
+    release = {"lease_owner": "", "lease_expires_at": None} if node is None else {}
+    tx.transition(
+        step, T.FAILED, event=E.STEP_FAILED, error=error, result=receipt, uncertain_outcome=outcome.uncertain, **release
+    )
     if node is not None:
         tx.transition(
             node,
@@ -374,8 +386,6 @@ def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome
             lease_expires_at=None,
         )
         _graph.block_dependants(tx, node, "a dependency failed")
-    else:
-        tx.update(tx.saga, lease_owner="", lease_expires_at=None)
     apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
     return "failed"
 
@@ -396,22 +406,26 @@ def _claim_immediate(actor: Principal, saga_id: object, pinned: _actions.Pinned,
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; executing a step needs ACTIVE. Nothing ran.",
             )
-        fence = tx.saga.fence_token + 1
-        tx.update(tx.saga, fence_token=fence, lease_owner=worker_id(), lease_expires_at=lease_deadline())
-        step = _new_step(tx, pinned, payload, None, fence)
-        tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": 1})
-    return Claim(actor, tx.saga.id, step.id, None, fence, 1, pinned, payload)
+        step = _new_step(tx, pinned, payload, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
+        tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": 1, "worker": worker_id()})
+    return Claim(actor, tx.saga.id, step.id, None, 1, 1, pinned, payload)
 
 
 def _reclaim_immediate(claim: Claim) -> Claim | None:
     """Start the next attempt of an immediate step under the same fence, unless the saga moved on meanwhile."""
     with locked_saga(claim.saga_id, claim.actor) as tx:
         step = Step.objects.get(pk=claim.step_id)
-        if tx.saga.status != SagaStatus.ACTIVE or tx.saga.fence_token != claim.fence or step.status != T.FAILED:
+        if tx.saga.status != SagaStatus.ACTIVE or step.fence_token != claim.fence or step.status != T.FAILED:
             return None
-        tx.update(tx.saga, lease_owner=worker_id(), lease_expires_at=lease_deadline())
-        tx.transition(step, T.EXECUTING, attempts=step.attempts + 1, error=None)
-        tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": step.attempts})
+        tx.transition(
+            step,
+            T.EXECUTING,
+            attempts=step.attempts + 1,
+            error=None,
+            lease_owner=worker_id(),
+            lease_expires_at=lease_deadline(),
+        )
+        tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": step.attempts, "worker": worker_id()})
     return Claim(claim.actor, claim.saga_id, claim.step_id, None, claim.fence, step.attempts, claim.pinned, claim.input)
 
 

@@ -10,7 +10,8 @@ What a pass does, in bounded batches:
   with the same step id if the contract is `idempotent`, else marked FAILED with `uncertain_outcome` and the
   contract's failure_mode applied: `rollback` compensates it with its stable `<step id>:rollback` key, `pause`
   puts the saga in RECOVERY_REQUIRED for an operator;
-- an immediate step whose caller died the same way is failed as uncertain under its failure_mode;
+- an immediate step whose caller died the same way is fenced off and failed as uncertain under its
+  failure_mode;
 - a FAILED saga with nothing in flight, an interrupted rollback (ROLLING_BACK, lease expired) and a
   ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner;
 - a READY node of a live run whose nudge was lost (a broker outage) is nudged again.
@@ -104,9 +105,8 @@ def _sagas_with_expired_nodes(batch: int) -> list[uuid.UUID]:
 
 
 def _sagas_with_expired_immediate_steps(batch: int) -> list[uuid.UUID]:
-    running = Step.objects.filter(status=T.EXECUTING, node__isnull=True)
-    query = Saga.objects.filter(status=SagaStatus.ACTIVE, lease_expires_at__lt=Now(), steps__in=running)
-    return list(query.values_list("id", flat=True).distinct()[:batch])
+    expired = Step.objects.filter(status=T.EXECUTING, node__isnull=True, lease_expires_at__lt=Now())
+    return list(expired.values_list("saga_id", flat=True).distinct()[:batch])
 
 
 def _sagas_needing_rollback(batch: int) -> list[uuid.UUID]:
@@ -163,15 +163,22 @@ def _recover_node(tx: Tx, node: Node) -> None:
 
 def _recover_immediate(saga_id: uuid.UUID, report: RecoveryReport) -> None:
     with system_saga_tx(saga_id) as tx:
-        if tx is None or tx.saga.status != SagaStatus.ACTIVE:
+        if tx is None:
             return
-        if Saga.objects.filter(pk=saga_id, lease_expires_at__gte=Now()).exists():
-            return  # renewed meanwhile: its caller is alive
-        tx.update(tx.saga, fence_token=tx.saga.fence_token + 1, lease_owner="", lease_expires_at=None)
-        for step in Step.objects.filter(saga=tx.saga, node__isnull=True, status=T.EXECUTING):
+        expired = Step.objects.filter(saga=tx.saga, node__isnull=True, status=T.EXECUTING, lease_expires_at__lt=Now())
+        for step in expired.order_by("sequence"):
             policy = resolved_execution_policy(step.action_definition)
             error = {**WORKER_LOST, "retryable": False, "attempts": step.attempts}
-            tx.transition(step, T.FAILED, event=E.STEP_RECOVERED, error=error, uncertain_outcome=True)
+            tx.transition(
+                step,
+                T.FAILED,
+                event=E.STEP_RECOVERED,
+                error=error,
+                uncertain_outcome=True,
+                fence_token=step.fence_token + 1,
+                lease_owner="",
+                lease_expires_at=None,
+            )
             apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
             report.steps_recovered += 1
 
