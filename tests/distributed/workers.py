@@ -23,7 +23,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_database_url() -> str:
+def shared_database_url() -> str:
     """The pytest-django test database, as a URL another process can use."""
     db = connection.settings_dict
     if connection.vendor == "sqlite":
@@ -56,7 +56,7 @@ class CeleryWorker:
     def start(self) -> CeleryWorker:
         env = {
             **os.environ,
-            "DATABASE_URL": test_database_url(),
+            "DATABASE_URL": shared_database_url(),
             "CELERY_BROKER_URL": self.broker_url,
             "SAGA_LEASE_SECONDS": str(self.lease_seconds),
             "DJANGO_SETTINGS_MODULE": "saga_project.settings",
