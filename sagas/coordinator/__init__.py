@@ -10,7 +10,12 @@ Invariants and the tests that pin them:
 - input is validated before any step row exists (test_input_output_validation.py);
 - forward retries reuse one step id, compensation uses `<step id>:rollback` (test_retries.py, tests/registry);
 - compensation newest-first from the persisted snapshot, hash-checked, never twice (test_compensation.py);
-- commit only with every planned node COMPLETED (test_commit.py); state survives a restart (test_restart.py).
+- commit only with every planned node COMPLETED (test_commit.py); state survives a restart (test_restart.py);
+- a nudge decides nothing: nodes are claimed with a fenced compare-and-set under the saga lock, and a write whose
+  fence no longer matches is refused and audited (test_fencing.py, tests/distributed/test_crash_recovery.py);
+- `max_parallel` bounds a saga's attempts in flight across all workers (tests/distributed/test_execution_modes.py);
+- an expired lease gets exactly its contract's outcome (re-run if idempotent, else compensate or escalate), and
+  two sweepers never handle one saga twice (tests/distributed/test_crash_recovery.py, test_concurrency.py).
 """
 
 from sagas.coordinator.compensation import saga_rollback, saga_rollback_resume

@@ -245,8 +245,16 @@ def _reschedule(tx: Tx, node: Node) -> None:
             f"Node {node.key or node.id} still depends on a node that failed, was rejected or was compensated. "
             "Nothing was changed. Retry that dependency first.",
         )
+    # dispatched_at cleared: a retried node runs on the next run request, not on a sweep's re-sent nudge.
     tx.transition(
-        node, target, event=E.NODE_RETRIED, attempts=0, error=None, uncertain_outcome=False, next_attempt_at=None
+        node,
+        target,
+        event=E.NODE_RETRIED,
+        attempts=0,
+        error=None,
+        uncertain_outcome=False,
+        next_attempt_at=None,
+        dispatched_at=None,
     )
     if target == N.WAITING_APPROVAL:
         _request_approval(tx, node, "retry")

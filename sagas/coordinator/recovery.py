@@ -120,8 +120,9 @@ def _sagas_needing_rollback(batch: int) -> list[uuid.UUID]:
 
 
 def _sagas_with_lost_nudges(batch: int) -> list[uuid.UUID]:
-    stale = timezone.now() - timedelta(seconds=NUDGE_RESEND_SECONDS)
-    lost = Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale)
+    # Only nodes that were nudged and never claimed: a node made READY by an approval or a retry outside a live
+    # wave waits for the next run request, exactly as without a sweeper.
+    lost = Q(dispatched_at__lt=timezone.now() - timedelta(seconds=NUDGE_RESEND_SECONDS))
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now())
     nodes = Node.objects.filter(status=N.READY, saga__status=SagaStatus.ACTIVE, saga__run_steps_left__gt=0)
     return list(nodes.filter(lost & due).values_list("saga_id", flat=True).distinct()[:batch])
@@ -202,7 +203,7 @@ def _resend_nudges(saga_id: uuid.UUID, report: RecoveryReport) -> None:
     with system_saga_tx(saga_id) as tx:
         if tx is None:
             return
-        lost = ready_due(tx.saga).filter(Q(dispatched_at__isnull=True) | Q(dispatched_at__lt=stale))
+        lost = ready_due(tx.saga).filter(dispatched_at__lt=stale)
         for node in lost[: capacity(tx)]:
             tx.update(node, dispatched_at=timezone.now())
             nudge_node(tx.saga.id, node.id)

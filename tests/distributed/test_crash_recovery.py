@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from audit.models import AuditEvent
 from governance.identity import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga, Step
@@ -132,3 +133,37 @@ def test_interrupted_rollback_resumes_with_the_same_compensation_key(
     reserve_step = Step.objects.get(saga=saga, action="reserve")
     assert idempotency_keys(downstream, "/reserve/undo") == [f"{reserve_step.id}:rollback"] * 2
     assert reserve_step.status == StepStatus.COMPENSATED
+
+
+def test_frozen_worker_that_wakes_up_after_a_takeover_cannot_record_its_outcome(
+    workers: list[CeleryWorker],
+    broker_url: str,
+    tmp_path: Path,
+    operator: Principal,
+    downstream: RecordingHTTPServer,
+):
+    # given an idempotent node whose worker freezes mid-call (heartbeats stop with it)
+    frozen = _start(workers, broker_url, tmp_path)
+    register(http_contract("sync", downstream.url, idempotent=True))
+    downstream.script("/sync", [(200, {"from": "frozen"}, 1.0)])
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="sync", input={})
+    coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=0)
+    wait_until(lambda: len(downstream.requests_to("/sync")) == 1, what="the call to start")
+    frozen.pause()
+    try:
+        # when its lease expires, the sweep hands the node to another worker, which completes it
+        _start(workers, broker_url, tmp_path)
+        _sweep_until_recovered("the sweep to reclaim the frozen worker's lease")
+        wait_until(lambda: Node.objects.get(pk=node.pk).status == NodeStatus.COMPLETED, timeout=60, what="takeover")
+    finally:
+        frozen.resume()
+    # then the frozen worker, awake again with the stale fence token, is refused and audited
+    wait_until(
+        lambda: AuditEvent.objects.filter(saga_id=saga.id, event_type="STALE_WRITE_REFUSED").exists(),
+        timeout=60,
+        what="the frozen worker's late write to be refused",
+    )
+    step = Step.objects.get(pk=Node.objects.get(pk=node.pk).step_id)
+    assert step.status == StepStatus.COMPLETED and step.result != {"from": "frozen"}
+    assert set(idempotency_keys(downstream, "/sync")) == {str(step.id)}

@@ -91,6 +91,15 @@ class CeleryWorker:
             raise AssertionError(f"celery worker exited with {self.proc.returncode}:\n{self.log.read_text()[-4000:]}")
         return b" ready." in self.log.read_bytes()
 
+    def pause(self) -> None:
+        """SIGSTOP: the process (heartbeats included) freezes mid-action, as in a long GC pause or a partition."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: no cleanup, no acknowledgement, no lease release — a crash."""
         if self.proc is not None and self.proc.poll() is None:
