@@ -142,7 +142,12 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout"
 SAGA_SWEEP_INTERVAL_SECONDS: float = env.float("SAGA_SWEEP_INTERVAL_SECONDS", default=5.0)
 CELERY_BEAT_SCHEDULE = {
     # Every few seconds (SAGA_SWEEP_INTERVAL_SECONDS): reclaim expired leases, resume rollbacks, re-send lost nudges.
-    "sagas-recover-stale": {"task": "sagas.tasks.sagas_recover_task", "schedule": SAGA_SWEEP_INTERVAL_SECONDS},
+    # A sweep not started within one interval is dropped (expires): the next one covers the same ground.
+    "sagas-recover-stale": {
+        "task": "sagas.tasks.sagas_recover_task",
+        "schedule": SAGA_SWEEP_INTERVAL_SECONDS,
+        "options": {"expires": SAGA_SWEEP_INTERVAL_SECONDS},
+    },
 }
 
 # --- logging ----------------------------------------------------------------------------------------------------
