@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.contrib import admin
 
 from audit.models import AuditEvent
-from saga_project.admin_mixins import ReadOnlyAdminMixin
+from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ("saga_id", "sequence", "event_type", "actor_principal_id", "action", "status", "created_at_text")
     list_filter = ("event_type",)
     search_fields = ("=saga_id", "actor_principal_id", "action")

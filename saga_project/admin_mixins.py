@@ -1,10 +1,14 @@
-"""Shared admin behaviour. Evidence and contracts are read-only in the admin: state changes go through services."""
+"""Shared admin behaviour. Evidence and contracts are read-only in the admin: state changes go through services.
+Saga data is tenant-scoped here exactly as on every other surface."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import HttpRequest
+
+from governance.operators import principal_for_user
 
 
 class ReadOnlyAdminMixin:
@@ -18,3 +22,16 @@ class ReadOnlyAdminMixin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class TenantScopedAdminMixin:
+    """Rows of the operator's tenant only; `tenant_field` is the lookup to the row's tenant id."""
+
+    tenant_field = "tenant_id"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]
+        principal = principal_for_user(request.user)
+        if principal is None:
+            return queryset.none()
+        return queryset.filter(**{self.tenant_field: principal.tenant_id})

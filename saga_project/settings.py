@@ -124,6 +124,41 @@ if SAGA_LEASE_SECONDS < 3:
 if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
     raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
 
+# --- identity ---------------------------------------------------------------------------------------------------
+
+# none: no tokens (loopback only, unless SAGA_ALLOW_UNAUTHENTICATED); static: a JSON token file; jwt: OAuth/OIDC.
+SAGA_AUTH_MODE: str = env.str("SAGA_AUTH_MODE", default="none")
+SAGA_ALLOW_UNAUTHENTICATED: bool = env.bool("SAGA_ALLOW_UNAUTHENTICATED", default=False)
+SAGA_DEFAULT_TENANT: str = env.str("SAGA_DEFAULT_TENANT", default="default")
+SAGA_AUTH_STATIC_TOKENS: str = env.str("SAGA_AUTH_STATIC_TOKENS", default="")
+SAGA_JWT_ISSUER: str = env.str("SAGA_JWT_ISSUER", default="")
+SAGA_JWT_AUDIENCE: str = env.str("SAGA_JWT_AUDIENCE", default="")
+SAGA_JWT_JWKS_URL: str = env.str("SAGA_JWT_JWKS_URL", default="")
+SAGA_JWT_ALGORITHMS: list[str] = env.list("SAGA_JWT_ALGORITHMS", default=["RS256", "ES256"])
+SAGA_JWT_TENANT_CLAIMS: list[str] = env.list("SAGA_JWT_TENANT_CLAIMS", default=["tenant_id", "tid", "org_id"])
+SAGA_JWT_ROLES_CLAIM: str = env.str("SAGA_JWT_ROLES_CLAIM", default="roles")
+SAGA_JWT_PRINCIPAL_TYPE_CLAIM: str = env.str("SAGA_JWT_PRINCIPAL_TYPE_CLAIM", default="principal_type")
+SAGA_JWT_ALLOW_MISSING_TENANT: bool = env.bool("SAGA_JWT_ALLOW_MISSING_TENANT", default=False)
+# Clock skew tolerated on exp/nbf/iat; a larger value keeps revoked-by-expiry tokens alive longer.
+SAGA_JWT_LEEWAY_SECONDS: int = env.int("SAGA_JWT_LEEWAY_SECONDS", default=30)
+# JWKS kept this long; an unknown kid refetches at most once per SAGA_JWKS_MIN_REFRESH_SECONDS (key rotation
+# is picked up at once, while a flood of made-up kids cannot turn into a flood of fetches).
+SAGA_JWKS_CACHE_SECONDS: int = env.int("SAGA_JWKS_CACHE_SECONDS", default=300)
+SAGA_JWKS_MIN_REFRESH_SECONDS: float = env.float("SAGA_JWKS_MIN_REFRESH_SECONDS", default=10.0)
+
+if SAGA_AUTH_MODE not in ("none", "static", "jwt"):
+    raise ImproperlyConfigured(f"SAGA_AUTH_MODE must be none, static or jwt (got {SAGA_AUTH_MODE!r}).")
+if SAGA_AUTH_MODE == "static" and not SAGA_AUTH_STATIC_TOKENS:
+    raise ImproperlyConfigured("SAGA_AUTH_MODE=static needs SAGA_AUTH_STATIC_TOKENS=<path to the token file>.")
+if SAGA_AUTH_MODE == "jwt" and not (SAGA_JWT_ISSUER and SAGA_JWT_AUDIENCE and SAGA_JWT_JWKS_URL):
+    raise ImproperlyConfigured("SAGA_AUTH_MODE=jwt needs SAGA_JWT_ISSUER, SAGA_JWT_AUDIENCE and SAGA_JWT_JWKS_URL.")
+_weak = [a for a in SAGA_JWT_ALGORITHMS if a.lower() == "none" or a.upper().startswith("HS")]
+if _weak:
+    raise ImproperlyConfigured(
+        f"SAGA_JWT_ALGORITHMS must not include {', '.join(_weak)}: only asymmetric algorithms (RS*, PS*, ES*, EdDSA) "
+        "are verified against the issuer's published keys."
+    )
+
 # --- Celery and beat ---------------------------------------------------------------------------------------------
 
 # Unset = the embedded in-process executor (one process, no broker). Set (redis://127.0.0.1:6379/0) = ready nodes

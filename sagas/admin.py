@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from saga_project.admin_mixins import ReadOnlyAdminMixin
+from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 
 
-class ReadOnlyAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
+class ReadOnlyAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
     show_full_result_count = False
+    tenant_field = "saga__tenant_id"
 
 
 class StepInline(ReadOnlyAdminMixin, admin.TabularInline):  # type: ignore[type-arg]
@@ -33,6 +34,7 @@ class NodeInline(StepInline):
 
 @admin.register(Saga)
 class SagaAdmin(ReadOnlyAdmin):
+    tenant_field = "tenant_id"
     list_display = ("id", "tenant_id", "status", "creator_principal_id", "created_at", "updated_at")
     list_filter = ("status", "tenant_id")
     search_fields = ("id", "creator_principal_id")
@@ -58,6 +60,7 @@ class StepAdmin(ReadOnlyAdmin):
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
+    tenant_field = "node__saga__tenant_id"
     list_display = ("id", "node", "status", "requested_by", "decided_by", "created_at", "decided_at")
     list_filter = ("status",)
     raw_id_fields = ("node",)

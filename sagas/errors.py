@@ -5,22 +5,13 @@ Every boundary maps these once: protocols answer in-band, the admin shows a mess
 
 from __future__ import annotations
 
-from typing import Any
+from governance.errors import ServiceError
 
 
-class SagaError(Exception):
+class SagaError(ServiceError):
     """A refusal or domain failure. `code` is stable; `message` says what happened and what to do next."""
 
     code = "SAGA_ERROR"
-
-    def __init__(self, code: str | None = None, message: str = "", **extra: Any) -> None:
-        self.code = code or self.code
-        self.message = message
-        self.extra = extra
-        super().__init__(f"{self.code}: {message}")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, **self.extra}
 
 
 class NotFound(SagaError):

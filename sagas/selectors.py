@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db.models import Q
 
 from governance.identity import Principal
+from governance.rbac import authorize
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import InvalidInput, saga_not_found
 from sagas.models import Saga
@@ -17,6 +18,7 @@ from sagas.states import SagaStatus
 
 
 def saga_get(*, actor: Principal, saga_id: object) -> Saga:
+    authorize(actor, "get")
     parsed = parse_uuid(saga_id)
     saga = tenant_sagas(actor).filter(pk=parsed).first() if parsed else None
     if saga is None:
@@ -49,6 +51,7 @@ def _decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 def saga_list(*, actor: Principal, status: str | None = None, limit: int = 50, cursor: str | None = None) -> SagaPage:
     """The actor's tenant's sagas, newest first, keyset-paginated (stable under concurrent inserts)."""
+    authorize(actor, "list_sagas")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     query = tenant_sagas(actor)

@@ -18,6 +18,7 @@ from django.db.models.functions import Now
 
 from audit.models import EventType as E
 from governance.identity import Principal, system_principal
+from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
 from sagas import executor
@@ -57,6 +58,7 @@ def saga_rollback(*, actor: Principal, saga_id: object, wait_seconds: float | No
     again on ROLLBACK_FAILED retries the failed compensations only. Waits up to `wait_seconds` (default 60) for
     attempts in flight, or for another runner, then returns the saga as it is.
     """
+    authorize(actor, "rollback")
     deadline = time.monotonic() + (DEFAULT_ROLLBACK_WAIT_SECONDS if wait_seconds is None else max(0.0, wait_seconds))
     pk = _request(actor, saga_id)
     while True:

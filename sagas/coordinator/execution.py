@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from audit.models import EventType as E
 from governance.identity import Principal, system_principal
+from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
@@ -439,6 +440,7 @@ def saga_step_execute(
     the contract's failure_mode (rollback: compensate the saga now; pause: RECOVERY_REQUIRED) and raise
     ACTION_FAILED_PERMANENT describing what happened.
     """
+    authorize(actor, "execute")
     pinned = _actions.resolve(action, version)
     payload = _actions.check_input(pinned, input)
     first = _claim_immediate(actor, saga_id, pinned, payload)

@@ -7,6 +7,7 @@ from typing import Any
 
 from audit.models import EventType as E
 from governance.identity import Principal
+from governance.rbac import authorize
 from sagas.coordinator._tx import locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
@@ -38,6 +39,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None) -> S
     Effects: Saga(ACTIVE), audit SAGA_STARTED. `metadata._identity` is written by the server; a caller value is
     discarded. Errors: INVALID_INPUT for non-object or oversized metadata.
     """
+    authorize(actor, "begin")
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
     meta["_identity"] = actor.identity_metadata()
     saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta)
@@ -48,6 +50,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None) -> S
 
 def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[str, Any] | None = None) -> Checkpoint:
     """Persist a named milestone. Needs ACTIVE or RECOVERY_REQUIRED. Audit CHECKPOINT_CREATED (name only, no data)."""
+    authorize(actor, "checkpoint")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise InvalidInput(message="Checkpoint name must be a non-empty string of at most 200 characters.")
     payload = _require_json_object(data if data is not None else {}, "data", MAX_CHECKPOINT_BYTES)
@@ -68,6 +71,7 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
 
     Effects: COMMITTED (terminal), audit SAGA_COMMITTED. Errors: SAGA_NOT_ACTIVE, UNFINISHED_NODES, UNFINISHED_STEPS.
     """
+    authorize(actor, "commit")
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
         if saga.status != SagaStatus.ACTIVE:

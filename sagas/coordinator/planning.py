@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from audit.models import EventType as E
 from governance.identity import Principal
+from governance.rbac import authorize
 from sagas.coordinator import _actions, _graph
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidInput, InvalidTransition, NotFound, SagaError
@@ -91,6 +92,7 @@ def node_plan(
     the same content returns the existing node. Errors: INVALID_INPUT (nothing written), ACTION_NOT_FOUND,
     NODE_NOT_FOUND (unknown dependency), NODE_KEY_CONFLICT.
     """
+    authorize(actor, "plan")
     if key is not None and (not isinstance(key, str) or not key or len(key) > 200):
         raise InvalidInput(message="key must be a non-empty string of at most 200 characters, or null.")
     if approval_required is not None and not isinstance(approval_required, bool):
@@ -166,6 +168,7 @@ def node_approve(
     """
     if not isinstance(approved, bool):
         raise InvalidInput(message="approved must be true or false.")
+    authorize(actor, "approve" if approved else "reject")
     if reason is not None and (not isinstance(reason, str) or len(reason) > 4000):
         raise InvalidInput(message="reason must be a string of at most 4000 characters, or null.")
     with locked_saga(saga_id, actor) as tx:
@@ -211,6 +214,7 @@ def node_retry(*, actor: Principal, saga_id: object, node_id: object, force: boo
     reconciled). A rejected node asks for approval again. The node keeps its step id. A RECOVERY_REQUIRED saga
     returns to ACTIVE. Audit NODE_RETRIED. Nothing executes until run_ready_steps.
     """
+    authorize(actor, "retry")
     if not isinstance(force, bool):
         raise InvalidInput(message="force must be true or false.")
     with locked_saga(saga_id, actor) as tx:

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from audit.models import EventType as E
 from governance.identity import Principal
+from governance.rbac import authorize
 from sagas.coordinator._tx import locked_saga
 from sagas.coordinator.execution import dispatch_ready
 from sagas.errors import InvalidInput, InvalidTransition
@@ -89,6 +90,7 @@ def saga_run_ready(
     most 300; 0 = do not wait) for the wave to settle, including a rollback it triggered, then reports the state
     and what is still in flight. Audit RUN_REQUESTED. Errors: SAGA_NOT_FOUND, SAGA_NOT_ACTIVE, INVALID_INPUT.
     """
+    authorize(actor, "run")
     _require_int(max_parallel, "max_parallel", 1, 32)
     _require_int(max_steps, "max_steps", 1, 1000)
     deadline = time.monotonic() + _wait_bound(wait_seconds)

@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from audit.models import AuditEvent
 from governance.identity import Principal
+from governance.models import OperatorProfile
 from sagas import coordinator
+
+
+def _login(username: str, tenant: str | None, role: str = "admin", superuser: bool = True) -> Client:
+    if superuser:
+        user = User.objects.create_superuser(username, f"{username}@example.com", "pw")
+    else:
+        user = User.objects.create_user(username, password="pw", is_staff=True)
+        user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
+    if tenant is not None:
+        OperatorProfile.objects.create(user=user, tenant_id=tenant, role=role)
+    client = Client()
+    assert client.login(username=username, password="pw")
+    return client
 
 
 @pytest.fixture
 def staff_client(transactional_db: None) -> Client:
-    User.objects.create_superuser("root", "root@example.com", "pw")
-    client = Client()
-    client.login(username="root", password="pw")
-    return client
+    """An admin of tenant acme (the operator persona's tenant)."""
+    return _login("root", "acme")
 
 
 @pytest.mark.parametrize("model", ["sagas/saga", "sagas/node", "sagas/step", "audit/auditevent"])
@@ -40,3 +52,23 @@ def test_audit_events_cannot_be_deleted_or_added(staff_client: Client, operator:
     assert staff_client.get("/admin/audit/auditevent/add/").status_code == 403
     assert staff_client.post(f"/admin/audit/auditevent/{event.pk}/delete/", {"post": "yes"}).status_code == 403
     assert AuditEvent.objects.filter(pk=event.pk).exists()
+
+
+def test_admin_shows_only_the_operators_tenant(transactional_db: None, operator: Principal, outsider: Principal):
+    # given sagas in two tenants and a viewer of the other tenant
+    mine = coordinator.saga_begin(actor=operator)
+    theirs = coordinator.saga_begin(actor=outsider)
+    client = _login("gina", "globex", role="viewer", superuser=False)
+    # when / then: the list holds only globex's saga, and acme's detail page does not exist for her
+    listing = client.get("/admin/sagas/saga/").content.decode()
+    assert str(theirs.id) in listing and str(mine.id) not in listing
+    events = client.get("/admin/audit/auditevent/").content.decode()
+    assert str(mine.id) not in events
+    # acme's saga answers like a missing one
+    assert client.get(f"/admin/sagas/saga/{mine.id}/change/").status_code in (302, 404)
+
+
+def test_staff_account_without_a_tenant_sees_nothing(transactional_db: None, operator: Principal):
+    coordinator.saga_begin(actor=operator)
+    client = _login("nobody", None, superuser=False)
+    assert "0 sagas" in client.get("/admin/sagas/saga/").content.decode()

@@ -1,0 +1,64 @@
+"""Authentication for every remote surface: one call, an Authorization header in, a Principal out."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from governance.errors import AuthenticationFailed
+from governance.identity import Principal
+from governance.tokens import JWTVerifier, StaticTokenVerifier, TokenVerifier
+
+ANONYMOUS_PRINCIPAL_ID = "anonymous-local"
+
+_verifiers: dict[tuple[str, str], TokenVerifier] = {}
+
+
+def anonymous_principal(protocol: str) -> Principal:
+    """SAGA_AUTH_MODE=none: whoever reaches a loopback server is the local admin of the default tenant."""
+    return Principal(
+        principal_id=ANONYMOUS_PRINCIPAL_ID,
+        tenant_id=settings.SAGA_DEFAULT_TENANT,
+        principal_type="user",
+        roles=frozenset({"admin"}),
+        authenticated=False,
+        protocol=protocol,
+    )
+
+
+def token_verifier() -> TokenVerifier | None:
+    """The verifier for SAGA_AUTH_MODE (None for mode none), built once per configuration."""
+    mode = settings.SAGA_AUTH_MODE
+    if mode == "none":
+        return None
+    key = (mode, settings.SAGA_AUTH_STATIC_TOKENS if mode == "static" else settings.SAGA_JWT_ISSUER)
+    if key not in _verifiers:
+        _verifiers[key] = StaticTokenVerifier(settings.SAGA_AUTH_STATIC_TOKENS) if mode == "static" else JWTVerifier()
+    return _verifiers[key]
+
+
+def authenticate(authorization: str | None, *, protocol: str) -> Principal:
+    """Raises AuthenticationFailed (with a WWW-Authenticate challenge) when a token is required and is missing,
+    malformed or invalid. In mode none every caller is the anonymous local admin."""
+    verifier = token_verifier()
+    if verifier is None:
+        return anonymous_principal(protocol)
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise AuthenticationFailed(
+            "Authentication required: send the header 'Authorization: Bearer <access token>'.",
+            error="invalid_request" if authorization else "invalid_token",
+        )
+    return verifier.verify(token.strip(), protocol=protocol)
+
+
+def protected_resource_metadata(resource_path: str = "/mcp") -> dict[str, object]:
+    """RFC 9728 metadata for a protected endpoint: which authorization server issues tokens for it."""
+    from governance.rbac import SCOPE_CAPABILITIES
+
+    return {
+        "resource": settings.SAGA_PUBLIC_URL.rstrip("/") + resource_path,
+        "authorization_servers": [settings.SAGA_JWT_ISSUER],
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": sorted(SCOPE_CAPABILITIES),
+        "resource_name": "Semantic Saga",
+    }

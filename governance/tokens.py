@@ -1,0 +1,234 @@
+"""Bearer token verification: a static token file for development and CI, or OAuth/OIDC JWT access tokens.
+
+Both produce a governance.identity.Principal or raise AuthenticationFailed with a message saying what was wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+import jwt
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from governance.errors import AuthenticationFailed
+from governance.identity import Principal
+
+# JWKS fetches wait at most this long: a slow identity provider must not hold requests hostage.
+JWKS_TIMEOUT_SECONDS = 5.0
+
+
+@runtime_checkable
+class TokenVerifier(Protocol):
+    def verify(self, token: str, *, protocol: str) -> Principal: ...
+
+
+def _string_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part for part in value.replace(",", " ").split() if part]
+    if isinstance(value, list | tuple):
+        return [str(part) for part in value]
+    return []
+
+
+# --- static -------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StaticEntry:
+    principal_id: str
+    tenant_id: str
+    principal_type: str
+    roles: frozenset[str]
+    scopes: frozenset[str]
+
+
+class StaticTokenVerifier:
+    """`{"tokens": {"<token>": {"principal_id", "tenant_id", "roles", "scopes", "principal_type"}}}`.
+
+    Tokens are kept only as SHA-256 digests and looked up by digest, so comparing does not leak token prefixes.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._entries = self._load(Path(path))
+
+    @staticmethod
+    def _load(path: Path) -> dict[str, _StaticEntry]:
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise ImproperlyConfigured(f"SAGA_AUTH_STATIC_TOKENS: {path} does not exist.") from exc
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"SAGA_AUTH_STATIC_TOKENS: {path} is not valid JSON ({exc}).") from exc
+        tokens = document.get("tokens") if isinstance(document, dict) else None
+        if not isinstance(tokens, dict) or not tokens:
+            raise ImproperlyConfigured(f'SAGA_AUTH_STATIC_TOKENS: {path} needs a non-empty "tokens" object.')
+        entries = {}
+        for index, (token, spec) in enumerate(tokens.items()):
+            where = f"{path}: tokens entry {index + 1}"
+            if not isinstance(spec, dict) or not spec.get("principal_id") or not spec.get("tenant_id"):
+                raise ImproperlyConfigured(f"{where} needs principal_id and tenant_id.")
+            if len(token) < 16:
+                raise ImproperlyConfigured(f"{where}: tokens must be at least 16 characters long.")
+            entries[_digest(token)] = _StaticEntry(
+                principal_id=str(spec["principal_id"]),
+                tenant_id=str(spec["tenant_id"]),
+                principal_type=str(spec.get("principal_type") or "user"),
+                roles=frozenset(_string_list(spec.get("roles"))),
+                scopes=frozenset(_string_list(spec.get("scopes"))),
+            )
+        return entries
+
+    def verify(self, token: str, *, protocol: str) -> Principal:
+        entry = self._entries.get(_digest(token))
+        if entry is None:
+            raise AuthenticationFailed("The bearer token is not recognized. Check the token or ask for a new one.")
+        return Principal(
+            principal_id=entry.principal_id,
+            tenant_id=entry.tenant_id,
+            principal_type=entry.principal_type,
+            roles=entry.roles,
+            scopes=entry.scopes,
+            authenticated=True,
+            protocol=protocol,
+        )
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+# --- JWT ----------------------------------------------------------------------------------------------------------
+
+
+class JWKSCache:
+    """The issuer's signing keys by kid: cached, refreshed when stale or when an unknown kid shows up (rotation),
+    but at most once per `min_refresh` seconds."""
+
+    def __init__(self, url: str, *, ttl: float, min_refresh: float) -> None:
+        self.url = url
+        self.ttl = ttl
+        self.min_refresh = min_refresh
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def key(self, kid: str) -> jwt.PyJWK:
+        with self._lock:
+            age = time.monotonic() - self._fetched_at
+            if age > self.ttl or (kid not in self._keys and age > self.min_refresh):
+                self._refresh()
+            found = self._keys.get(kid)
+        if found is None:
+            raise AuthenticationFailed(f"The token's signing key (kid {kid!r}) is not published by the issuer.")
+        return found
+
+    def _refresh(self) -> None:
+        try:
+            answer = httpx.get(self.url, timeout=JWKS_TIMEOUT_SECONDS, follow_redirects=False)
+            answer.raise_for_status()
+            document = answer.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            # Keep serving the keys we have; tokens signed with them still verify while the issuer is down.
+            if not self._keys:
+                raise AuthenticationFailed(
+                    "The issuer's signing keys could not be fetched; the token cannot be checked. Try again later."
+                ) from exc
+            return
+        keys = {}
+        for item in document.get("keys", []) if isinstance(document, dict) else []:
+            if not isinstance(item, dict) or "kid" not in item or item.get("use", "sig") != "sig":
+                continue
+            try:
+                keys[str(item["kid"])] = jwt.PyJWK(item)
+            except jwt.PyJWTError:
+                continue  # an algorithm this build cannot use; other keys still count
+        self._keys = keys
+        self._fetched_at = time.monotonic()
+
+
+class JWTVerifier:
+    def __init__(self) -> None:
+        self.issuer: str = settings.SAGA_JWT_ISSUER
+        self.audience: str = settings.SAGA_JWT_AUDIENCE
+        self.algorithms: list[str] = list(settings.SAGA_JWT_ALGORITHMS)
+        self.jwks = JWKSCache(
+            settings.SAGA_JWT_JWKS_URL,
+            ttl=settings.SAGA_JWKS_CACHE_SECONDS,
+            min_refresh=settings.SAGA_JWKS_MIN_REFRESH_SECONDS,
+        )
+
+    def verify(self, token: str, *, protocol: str) -> Principal:
+        claims = self._claims(token)
+        return principal_from_claims(claims, protocol=protocol)
+
+    def _claims(self, token: str) -> dict[str, Any]:
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError as exc:
+            raise AuthenticationFailed("The bearer token is not a well-formed JWT.") from exc
+        alg = str(header.get("alg", ""))
+        if alg not in self.algorithms:
+            raise AuthenticationFailed(
+                f"The token is signed with {alg or 'no algorithm'}; accepted: {', '.join(self.algorithms)}."
+            )
+        key = self.jwks.key(str(header.get("kid", "")))
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key=key.key,
+                algorithms=[alg],
+                audience=self.audience,
+                issuer=self.issuer,
+                leeway=settings.SAGA_JWT_LEEWAY_SECONDS,
+                options={"require": ["exp", "iss", "aud"], "strict_aud": False},
+            )
+        except jwt.ExpiredSignatureError as exc:
+            raise AuthenticationFailed("The token has expired. Get a new access token.") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthenticationFailed(
+                f"The token is not meant for this server (audience must be {self.audience})."
+            ) from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthenticationFailed(
+                f"The token was issued by someone else (issuer must be exactly {self.issuer})."
+            ) from exc
+        except jwt.PyJWTError as exc:
+            raise AuthenticationFailed(f"The token is invalid: {exc}.") from exc
+        return claims
+
+
+def principal_from_claims(claims: Mapping[str, Any], *, protocol: str) -> Principal:
+    """Map verified token (or OIDC) claims to a Principal, with the configured claim names."""
+    subject = claims.get("sub") or claims.get("client_id")
+    if not subject:
+        raise AuthenticationFailed("The token names no principal: it has neither sub nor client_id.")
+    tenant = next((str(claims[c]) for c in settings.SAGA_JWT_TENANT_CLAIMS if claims.get(c)), None)
+    if tenant is None:
+        if not settings.SAGA_JWT_ALLOW_MISSING_TENANT:
+            raise AuthenticationFailed(
+                f"The token carries no tenant claim ({', '.join(settings.SAGA_JWT_TENANT_CLAIMS)}); every request "
+                "must belong to a tenant. Ask your identity provider to add one."
+            )
+        tenant = settings.SAGA_DEFAULT_TENANT
+    scopes = _string_list(claims.get("scope")) + _string_list(claims.get("scp"))
+    kind = claims.get(settings.SAGA_JWT_PRINCIPAL_TYPE_CLAIM) or ("user" if claims.get("sub") else "service")
+    return Principal(
+        principal_id=str(subject),
+        tenant_id=tenant,
+        principal_type=str(kind),
+        roles=frozenset(_string_list(claims.get(settings.SAGA_JWT_ROLES_CLAIM))),
+        scopes=frozenset(scopes),
+        authenticated=True,
+        protocol=protocol,
+    )
