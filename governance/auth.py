@@ -10,7 +10,7 @@ from governance.tokens import JWTVerifier, StaticTokenVerifier, TokenVerifier
 
 ANONYMOUS_PRINCIPAL_ID = "anonymous-local"
 
-_verifiers: dict[tuple[str, str], TokenVerifier] = {}
+_verifiers: dict[tuple[object, ...], TokenVerifier] = {}
 
 
 def anonymous_principal(protocol: str) -> Principal:
@@ -30,7 +30,16 @@ def token_verifier() -> TokenVerifier | None:
     mode = settings.SAGA_AUTH_MODE
     if mode == "none":
         return None
-    key = (mode, settings.SAGA_AUTH_STATIC_TOKENS if mode == "static" else settings.SAGA_JWT_ISSUER)
+    # Keyed by the whole configuration, so a changed setting (tests, reloads) never reuses a stale verifier.
+    key = (
+        mode,
+        settings.SAGA_AUTH_STATIC_TOKENS,
+        settings.SAGA_JWT_ISSUER,
+        settings.SAGA_JWT_AUDIENCE,
+        settings.SAGA_JWT_JWKS_URL,
+        tuple(settings.SAGA_JWT_ALGORITHMS),
+        settings.SAGA_JWKS_MIN_REFRESH_SECONDS,
+    )
     if key not in _verifiers:
         _verifiers[key] = StaticTokenVerifier(settings.SAGA_AUTH_STATIC_TOKENS) if mode == "static" else JWTVerifier()
     return _verifiers[key]

@@ -109,3 +109,25 @@ def test_serve_refuses_to_start_with_pending_migrations(tmp_path: Path):
     refused = _cli("serve", "--port", str(_free_port()), env=env)
     assert refused.returncode != 0
     assert "semantic-saga migrate" in refused.stderr
+
+
+def test_serve_refuses_a_network_bind_without_authentication(tmp_path: Path):
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "SAGA_AUTH_MODE": "none"}
+    assert _cli("migrate", "--no-input", env=env).returncode == 0
+    refused = _cli("serve", "--host", "0.0.0.0", "--port", str(_free_port()), env=env)
+    assert refused.returncode != 0
+    assert "without authentication" in refused.stderr and "SAGA_AUTH_MODE" in refused.stderr
+
+
+def test_weak_jwt_algorithms_are_refused_at_start_up(tmp_path: Path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "SAGA_AUTH_MODE": "jwt",
+        "SAGA_JWT_ISSUER": "https://id.example.test",
+        "SAGA_JWT_AUDIENCE": "semantic-saga",
+        "SAGA_JWT_JWKS_URL": "https://id.example.test/jwks",
+        "SAGA_JWT_ALGORITHMS": "RS256,HS256",
+    }
+    refused = _cli("check", env=env)
+    assert refused.returncode != 0 and "HS256" in refused.stderr

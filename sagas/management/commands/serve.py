@@ -6,6 +6,7 @@ import ipaddress
 from typing import Any
 
 import uvicorn
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -36,6 +37,12 @@ class Command(BaseCommand):
                 f"The database has {len(pending)} unapplied migration(s). Run `semantic-saga migrate` first."
             )
         host, port = options["host"], options["port"]
+        if not _is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
+            raise CommandError(
+                f"Refusing to serve on {host} without authentication: anyone who can reach it would act as an "
+                "admin. Set SAGA_AUTH_MODE=static or jwt (docs/identity.md), bind to 127.0.0.1, or set "
+                "SAGA_ALLOW_UNAUTHENTICATED=true if a trusted proxy in front authenticates every request."
+            )
         where = "loopback only" if _is_loopback(host) else "reachable from the network"
         self.stdout.write(f"Semantic Saga on http://{host}:{port}/ ({where}); admin at /admin/, health at /healthz")
         uvicorn.run(
