@@ -41,6 +41,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Always installed (it has no models): operator login switches on with the OIDC_* values below.
+    "mozilla_django_oidc",
     "audit",
     "registry",
     "governance",
@@ -70,6 +72,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "governance.context_processors.oidc",
             ],
         },
     },
@@ -157,6 +160,56 @@ if _weak:
     raise ImproperlyConfigured(
         f"SAGA_JWT_ALGORITHMS must not include {', '.join(_weak)}: only asymmetric algorithms (RS*, PS*, ES*, EdDSA) "
         "are verified against the issuer's published keys."
+    )
+
+# --- operator login (OIDC) -------------------------------------------------------------------------------------
+
+# Operators log into the admin through the organisation's identity provider (authorization code flow). The
+# backend and the /oidc/ URLs are always installed and stay inert (404, no login) until every required value is
+# set; Django username/password accounts keep working either way.
+OIDC_RP_CLIENT_ID: str = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET: str = env.str("OIDC_RP_CLIENT_SECRET", default="")
+OIDC_OP_AUTHORIZATION_ENDPOINT: str = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT: str = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT: str = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT: str = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+# Empty = any issuer whose id_token verifies against the JWKS; set it to pin the exact `iss`.
+OIDC_OP_ISSUER: str = env.str("OIDC_OP_ISSUER", default="")
+OIDC_RP_SIGN_ALGO: str = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES: str = env.str("OIDC_RP_SCOPES", default="openid email profile")
+# PKCE binds the authorization code to this browser session; turn it off only for a provider that rejects it.
+OIDC_USE_PKCE: bool = env.bool("OIDC_USE_PKCE", default=True)
+# The role of an operator whose claims name none of viewer, operator, admin.
+SAGA_OIDC_DEFAULT_ROLE: str = env.str("SAGA_OIDC_DEFAULT_ROLE", default="viewer")
+# mozilla-django-oidc waits forever by default; a slow provider must not hold a login request hostage.
+OIDC_TIMEOUT = 5
+# The views are our subclasses: they answer 404 while OIDC is not configured instead of redirecting nowhere.
+OIDC_AUTHENTICATE_CLASS = "governance.oidc.OperatorOIDCAuthenticateView"
+OIDC_CALLBACK_CLASS = "governance.oidc.OperatorOIDCCallbackView"
+LOGIN_REDIRECT_URL = "/admin/"
+LOGIN_REDIRECT_URL_FAILURE = "/admin/login/"  # the refusal reason is shown there as a message
+LOGOUT_REDIRECT_URL = "/admin/login/"
+# Always listed: the OIDC backend does nothing (returns None) while SAGA_OIDC_ENABLED is false.
+AUTHENTICATION_BACKENDS = ["governance.oidc.OperatorOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
+
+_oidc_required = {
+    "OIDC_RP_CLIENT_ID": OIDC_RP_CLIENT_ID,
+    "OIDC_OP_AUTHORIZATION_ENDPOINT": OIDC_OP_AUTHORIZATION_ENDPOINT,
+    "OIDC_OP_TOKEN_ENDPOINT": OIDC_OP_TOKEN_ENDPOINT,
+    "OIDC_OP_USER_ENDPOINT": OIDC_OP_USER_ENDPOINT,
+    "OIDC_OP_JWKS_ENDPOINT": OIDC_OP_JWKS_ENDPOINT,
+}
+_oidc_missing = [name for name, value in _oidc_required.items() if not value]
+SAGA_OIDC_ENABLED: bool = not _oidc_missing
+# A secret or issuer alone also signals intent: half a configuration would silently fall back to passwords.
+if _oidc_missing and (len(_oidc_missing) < len(_oidc_required) or OIDC_RP_CLIENT_SECRET or OIDC_OP_ISSUER):
+    raise ImproperlyConfigured(
+        f"Operator login with OIDC is partially configured: set {', '.join(_oidc_missing)} as well "
+        "(or unset all OIDC_* variables to use Django accounts only)."
+    )
+if SAGA_OIDC_DEFAULT_ROLE not in ("viewer", "operator", "admin"):
+    raise ImproperlyConfigured(
+        f"SAGA_OIDC_DEFAULT_ROLE must be viewer, operator or admin (got {SAGA_OIDC_DEFAULT_ROLE!r})."
     )
 
 # --- Celery and beat ---------------------------------------------------------------------------------------------

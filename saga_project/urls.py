@@ -1,11 +1,18 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
-from saga_project.views import healthz
+from saga_project.views import healthz, protected_resource_metadata
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path(
+        ".well-known/oauth-protected-resource/mcp",
+        protected_resource_metadata,
+        name="oauth-protected-resource-mcp",
+    ),
     path("admin/", admin.site.urls),
+    # Operator single sign-on; the views answer 404 until OIDC is configured (governance.oidc).
+    path("oidc/", include("mozilla_django_oidc.urls")),
 ]

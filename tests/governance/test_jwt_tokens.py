@@ -172,3 +172,17 @@ def test_cached_keys_keep_working_while_the_issuer_is_down(keys: dict[str, Signi
     assert cache.key("rsa-1").key_id == "rsa-1"
     with pytest.raises(AuthenticationFailed):
         cache.key("rsa-2")
+
+
+def test_protected_resource_metadata_names_the_issuer(jwks: JWKSServer, client: Any, settings: Any):
+    answer = client.get("/.well-known/oauth-protected-resource/mcp")
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["authorization_servers"] == [ISSUER]
+    assert body["resource"] == settings.SAGA_PUBLIC_URL.rstrip("/") + "/mcp"
+    assert "semantic-saga:execute" in body["scopes_supported"] and body["bearer_methods_supported"] == ["header"]
+
+
+def test_protected_resource_metadata_is_absent_without_jwt(client: Any, settings: Any):
+    settings.SAGA_AUTH_MODE = "none"
+    assert client.get("/.well-known/oauth-protected-resource/mcp").status_code == 404
