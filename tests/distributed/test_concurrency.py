@@ -14,11 +14,10 @@ from audit.models import AuditEvent
 from governance.identity import Principal
 from registry.services import registry_load_file
 from sagas import coordinator, selectors
-from sagas.models import Node, Step
-from sagas.states import NodeStatus, SagaStatus
-from tests.contracts import http_contract, register
+from sagas.models import Step
+from sagas.states import SagaStatus
 from tests.httpserver import RecordingHTTPServer
-from tests.sagas.helpers import wait_until
+from tests.sagas.helpers import sagas_with_lost_workers, wait_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "action_registry.json"
 
@@ -65,16 +64,7 @@ def test_24_concurrent_steps_get_sequences_1_to_24(operator: Principal):
 
 def test_two_sweepers_recover_each_saga_exactly_once(operator: Principal, downstream: RecordingHTTPServer):
     # given several sagas whose in-flight attempts lost their worker (pause mode: each is escalated once)
-    register(http_contract("transfer", downstream.url, failure_mode="pause"))
-    downstream.script("/transfer", [(200, {}, 5.0)] * 6)
-    sagas = []
-    for _ in range(6):
-        saga = coordinator.saga_begin(actor=operator)
-        coordinator.node_plan(actor=operator, saga_id=saga.id, action="transfer", input={})
-        coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=0)
-        sagas.append(saga)
-    wait_until(lambda: Node.objects.filter(status=NodeStatus.EXECUTING).count() == 6, what="six attempts in flight")
-    Node.objects.filter(status=NodeStatus.EXECUTING).update(lease_expires_at="2000-01-01T00:00:00Z")  # crash window
+    sagas = sagas_with_lost_workers(operator, downstream, 6, hang=5.0)
     # when two sweepers run at the same moment
     reports = _together(2, lambda i: coordinator.sagas_recover())
     # then each saga was recovered by exactly one of them

@@ -31,3 +31,25 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str =
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(pause)
         pause = min(pause * 2, 0.2)
+
+
+def sagas_with_lost_workers(operator: Any, downstream: RecordingHTTPServer, count: int, hang: float) -> list[Any]:
+    """`count` sagas, each with one pause-mode node in flight whose lease has run out (a crash window injected by
+    expiring the leases while the calls hang for `hang` seconds)."""
+    from sagas import coordinator
+    from sagas.models import Node
+    from sagas.states import NodeStatus
+    from tests.contracts import http_contract, register
+
+    register(http_contract("transfer", downstream.url, failure_mode="pause"))
+    downstream.script("/transfer", [(200, {}, hang)] * count)
+    sagas = []
+    for _ in range(count):
+        saga = coordinator.saga_begin(actor=operator)
+        coordinator.node_plan(actor=operator, saga_id=saga.id, action="transfer", input={})
+        coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=0)
+        sagas.append(saga)
+    in_flight = Node.objects.filter(status=NodeStatus.EXECUTING)
+    wait_until(lambda: in_flight.count() == count, what=f"{count} attempts in flight")
+    in_flight.update(lease_expires_at="2000-01-01T00:00:00Z")
+    return sagas

@@ -9,7 +9,7 @@ from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus, SagaStatus
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
-from tests.sagas.helpers import wait_until
+from tests.sagas.helpers import sagas_with_lost_workers, wait_until
 
 
 def _failed_rollback(operator: Principal, downstream: RecordingHTTPServer, status: int) -> Saga:
@@ -47,16 +47,7 @@ def test_permanent_rollback_failure_waits_for_an_operator(operator: Principal, d
 
 def test_one_bad_saga_never_stops_the_sweep(operator: Principal, downstream: RecordingHTTPServer):
     # given two sagas whose workers were lost, one of them with a corrupted journal row
-    register(http_contract("transfer", downstream.url, failure_mode="pause"))
-    downstream.script("/transfer", [(200, {}, 3.0)] * 2)
-    sagas = []
-    for _ in range(2):
-        saga = coordinator.saga_begin(actor=operator)
-        coordinator.node_plan(actor=operator, saga_id=saga.id, action="transfer", input={})
-        coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=0)
-        sagas.append(saga)
-    wait_until(lambda: Node.objects.filter(status=NodeStatus.EXECUTING).count() == 2, what="two attempts in flight")
-    Node.objects.update(lease_expires_at="2000-01-01T00:00:00Z")
+    sagas = sagas_with_lost_workers(operator, downstream, 2, hang=3.0)
     Step.objects.filter(saga=sagas[0]).update(action_definition={"execution_policy": {"forward": "not an object"}})
     # when
     report = coordinator.sagas_recover()
