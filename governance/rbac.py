@@ -61,6 +61,7 @@ OPERATIONS: dict[str, Capability] = {
     "load_actions": A,
     "recover": A,
     "kill_switch": A,
+    "policy_status_other_tenant": A,
 }
 
 

@@ -1,7 +1,7 @@
 """The one ASGI app: a Starlette router outside (it owns the lifespan), Django mounted last.
 
-MCP (/mcp) and A2A (/a2a, agent card) join this router in their issues; see ../shared/PROTOCOLS.md section 2 for
-why Django cannot be the outermost app (it refuses lifespan scopes).
+MCP is served at /mcp (A2A joins later); see ../shared/PROTOCOLS.md section 2 for why Django cannot be the
+outermost app (it refuses lifespan scopes).
 """
 
 from __future__ import annotations
@@ -17,13 +17,19 @@ from django.core.asgi import get_asgi_application
 
 django_app = get_asgi_application()  # runs django.setup(); import our modules only after this
 
-from asgiref.sync import sync_to_async  # noqa: E402
-from django.conf import settings  # noqa: E402
-from starlette.applications import Starlette  # noqa: E402
-from starlette.middleware import Middleware  # noqa: E402
-from starlette.middleware.trustedhost import TrustedHostMiddleware  # noqa: E402
-from starlette.routing import Mount  # noqa: E402
-from starlette.staticfiles import StaticFiles  # noqa: E402
+from asgiref.sync import (
+    ThreadSensitiveContext,
+    sync_to_async,
+)
+from django.conf import settings
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from sagas.protocols.mcp_http import build_http_app
 
 logger = logging.getLogger("saga_project.asgi")
 
@@ -36,6 +42,21 @@ def _load_actions_file() -> None:
         logger.info("action registry loaded file=%s %s", settings.SAGA_ACTIONS_FILE, report.summary())
 
 
+class PerRequestThread:
+    """ORM calls of one protocol request share one thread of their own, as Django views get (a class instance:
+    Starlette's Route treats a plain function as a request handler, not an ASGI app)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with ThreadSensitiveContext():
+            await self.app(scope, receive, send)
+
+
+mcp_endpoint, mcp_server = build_http_app()
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
     from sagas.dispatch import uses_celery
@@ -45,7 +66,9 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     # Without a broker this process is also the worker, so it also sweeps (Celery beat does it otherwise).
     sweeper = None if uses_celery() else EmbeddedSweeper().start()
     try:
-        yield
+        # The MCP session manager must run for the app's lifetime; mounted apps get no lifespan of their own.
+        async with mcp_server.session_manager.run():
+            yield
     finally:
         if sweeper is not None:
             sweeper.stop()
@@ -61,7 +84,11 @@ def _static_mount() -> list[Mount]:
 
 application = Starlette(
     # Django is typed with its own ASGI protocol; at runtime it is a plain ASGI callable.
-    routes=[*_static_mount(), Mount("/", app=django_app)],  # type: ignore[arg-type]
+    routes=[
+        Route("/mcp", endpoint=PerRequestThread(mcp_endpoint)),  # path passed through unchanged (no 307 to /mcp/)
+        *_static_mount(),
+        Mount("/", app=django_app),  # type: ignore[arg-type]
+    ],
     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=settings.ALLOWED_HOSTS)],
     lifespan=lifespan,
 )

@@ -6,11 +6,16 @@ import base64
 import json
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 
+from audit.chain import verify_chain
+from audit.models import AuditEvent
+from governance import policy as governance_policy
 from governance.identity import Principal
 from governance.rbac import authorize
+from sagas import shapes
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import InvalidInput, saga_not_found
 from sagas.models import Saga
@@ -19,11 +24,7 @@ from sagas.states import SagaStatus
 
 def saga_get(*, actor: Principal, saga_id: object) -> Saga:
     authorize(actor, "get")
-    parsed = parse_uuid(saga_id)
-    saga = tenant_sagas(actor).filter(pk=parsed).first() if parsed else None
-    if saga is None:
-        raise saga_not_found(saga_id)
-    return saga
+    return _tenant_saga(actor, saga_id)
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,94 @@ def saga_list(*, actor: Principal, status: str | None = None, limit: int = 50, c
     more = len(rows) > limit
     rows = rows[:limit]
     return SagaPage(rows, _encode_cursor(rows[-1]) if more and rows else None)
+
+
+# --- evidence reads (payload-free by construction: audit rows never hold inputs, results or secrets) -----------
+
+MAX_EVENTS = 5000
+
+
+def _limit(value: object, name: str, default: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidInput(message=f"{name} must be an integer from 1 to {high}, got {value!r}.")
+    return value
+
+
+def audit_event_to_dict(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "sequence": event.sequence,
+        "id": str(event.id),
+        "event_type": event.event_type,
+        "actor_principal_id": event.actor_principal_id,
+        "actor_type": event.actor_type,
+        "action": event.action,
+        "action_version": event.action_version,
+        "step_id": event.step_id,
+        "node_id": event.node_id,
+        "status": event.status,
+        "data": event.data,
+        "trace_id": event.trace_id,
+        "span_id": event.span_id,
+        "created_at": event.created_at_text,
+        "previous_hash": event.previous_hash,
+        "event_hash": event.event_hash,
+    }
+
+
+def saga_audit_events(
+    *, actor: Principal, saga_id: object, limit: int | None = 500, event_types: list[str] | None = None
+) -> dict[str, Any]:
+    """The saga's audit events in chain order (oldest first), optionally of some types only."""
+    authorize(actor, "audit")
+    saga = _tenant_saga(actor, saga_id)
+    events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")
+    if event_types:
+        if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
+            raise InvalidInput(message="event_types must be a list of event type names, e.g. ['STEP_COMPLETED'].")
+        events = events.filter(event_type__in=event_types)
+    rows = [audit_event_to_dict(e) for e in events[: _limit(limit, "limit", 500, MAX_EVENTS)]]
+    return {"saga_id": str(saga.id), "events": rows}
+
+
+def saga_verify_audit(*, actor: Principal, saga_id: object) -> dict[str, Any]:
+    """Recompute the saga's hash chain: {saga_id, valid, events_checked, head_hash | failed_sequence}."""
+    authorize(actor, "verify_audit")
+    saga = _tenant_saga(actor, saga_id)
+    return verify_chain(saga.id).as_dict()
+
+
+def saga_timeline(*, actor: Principal, saga_id: object, limit: int | None = 1000) -> dict[str, Any]:
+    """Steps, nodes, checkpoint names, approvals and audit events, without inputs, results, contract snapshots or
+    checkpoint data, plus the chain's integrity."""
+    authorize(actor, "timeline")
+    saga = _tenant_saga(actor, saga_id)
+    count = _limit(limit, "limit", 1000, MAX_EVENTS)
+    nodes = saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position")
+    events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")[:count]
+    return {
+        "saga": shapes.saga_summary(saga, payload=False),
+        "steps": [shapes.step_to_dict(s, payload=False) for s in saga.steps.order_by("sequence")],
+        "nodes": [shapes.node_to_dict(n, payload=False) for n in nodes],
+        "checkpoints": [shapes.checkpoint_to_dict(c, payload=False) for c in saga.checkpoints.order_by("created_at")],
+        "events": [audit_event_to_dict(e) for e in events],
+        "integrity": verify_chain(saga.id).as_dict(),
+    }
+
+
+def _tenant_saga(actor: Principal, saga_id: object) -> Saga:
+    parsed = parse_uuid(saga_id)
+    saga = tenant_sagas(actor).filter(pk=parsed).first() if parsed else None
+    if saga is None:
+        raise saga_not_found(saga_id)
+    return saga
+
+
+def policy_status(*, actor: Principal, tenant_id: str | None = None) -> dict[str, Any]:
+    """Governance status for the caller's tenant; another tenant's needs the admin capability."""
+    authorize(actor, "policy_status")
+    tenant = tenant_id or actor.tenant_id
+    if tenant != actor.tenant_id:
+        authorize(actor, "policy_status_other_tenant")
+    return governance_policy.policy_status(tenant)

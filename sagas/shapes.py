@@ -91,8 +91,8 @@ def checkpoint_to_dict(checkpoint: Checkpoint, *, payload: bool = True) -> dict[
     return out
 
 
-def saga_summary(saga: Saga) -> dict[str, Any]:
-    return {
+def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
+    out = {
         "id": str(saga.id),
         "tenant_id": saga.tenant_id,
         "creator_principal_id": saga.creator_principal_id,
@@ -102,6 +102,9 @@ def saga_summary(saga: Saga) -> dict[str, Any]:
         "created_at": _ts(saga.created_at),
         "updated_at": _ts(saga.updated_at),
     }
+    if not payload:
+        out.pop("metadata")
+    return out
 
 
 def saga_to_dict(saga: Saga) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+"""Bearer authentication in front of an HTTP protocol app: one Principal per request, or a 401 challenge."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from governance.auth import authenticate
+from governance.errors import AuthenticationFailed
+from governance.identity import Principal
+
+current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("current_principal", default=None)
+
+
+class BearerAuth:
+    """Authenticates every HTTP request with governance.auth.authenticate before the protocol app sees it."""
+
+    def __init__(self, app: ASGIApp, *, protocol: str, resource_path: str) -> None:
+        self.app = app
+        self.protocol = protocol
+        self.resource_path = resource_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        header = _header(scope, b"authorization")
+        try:
+            # A JWKS fetch may block on the network: keep it off the event loop.
+            principal = await sync_to_async(authenticate, thread_sensitive=False)(header, protocol=self.protocol)
+        except AuthenticationFailed as refusal:
+            await self._challenge(refusal, send)
+            return
+        token = current_principal.set(principal)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            current_principal.reset(token)
+
+    async def _challenge(self, refusal: AuthenticationFailed, send: Send) -> None:
+        challenge = refusal.challenge
+        if settings.SAGA_AUTH_MODE == "jwt":
+            metadata = (
+                f"{settings.SAGA_PUBLIC_URL.rstrip('/')}/.well-known/oauth-protected-resource{self.resource_path}"
+            )
+            challenge += f', resource_metadata="{metadata}"'
+        body = json.dumps({"error": refusal.error, "error_description": refusal.message}).encode()
+        headers: list[tuple[bytes, bytes]] = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", challenge.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for key, value in headers:
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def request_principal() -> Principal:
+    principal = current_principal.get()
+    if principal is None:  # only reachable if the app were mounted without BearerAuth
+        raise AuthenticationFailed("No authenticated principal for this request.")
+    return principal

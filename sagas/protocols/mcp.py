@@ -1,0 +1,171 @@
+"""The MCP surface: the official SDK's low-level Server, our tool table, strict arguments, structured results.
+
+Transport (Streamable HTTP in both protocol eras, stdio), framing, sessions and version negotiation belong to the
+SDK. Identity comes from sagas.protocols.http_auth (HTTP) or the local process (stdio). Each call: validate the
+arguments strictly, check the RBAC operation, run the handler as one ORM unit off the event loop, answer with
+structuredContent (plus the same JSON as text), or with isError and a message written for an LLM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from pydantic import ValidationError
+
+from governance.errors import ServiceError
+from governance.identity import Principal
+from governance.rbac import authorize
+from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
+from sagas.protocols.mcp_tools import TOOLS, Tool
+from sagas.protocols.orm import run_orm
+
+logger = logging.getLogger("sagas.protocols.mcp")
+
+SERVER_NAME = "semantic-saga"
+SERVER_VERSION = "0.1.0"
+
+INSTRUCTIONS = """Semantic Saga makes side effects safe: every action is a registered, versioned contract, journaled
+before it runs, and compensated in reverse order if the workflow unwinds.
+
+Workflow: begin_saga -> plan_saga_step for each action (depends_on for order, approval_required for human gates)
+-> approve_saga_step where a node waits for approval -> run_ready_steps (repeat until nothing is ready) ->
+commit_saga when every node COMPLETED, or rollback_saga to undo everything done so far.
+
+list_actions shows what you may call and each action's input_schema, risk and reversibility. Refusals are
+answered as tool errors that say what happened, what did not run and what to call next; do not work around a
+refusal by other means. Keep the saga_id: get_saga shows everything about it."""
+
+PROMPT_NAME = "saga-coordinator"
+PROMPT_TEXT = """You coordinate side effects with Semantic Saga. For the task below:
+1. Call list_actions and pick the registered actions you need; never invent action ids.
+2. begin_saga with metadata describing the task.
+3. plan_saga_step for each action, with depends_on where order matters and a key per node.
+4. If a node is WAITING_APPROVAL, stop and ask a human to approve it (approve_saga_step) - do not approve your
+   own risky steps unless you were told to.
+5. run_ready_steps; repeat while nodes are READY; read the answer's run.in_flight and errors.
+6. When every node is COMPLETED, commit_saga. If anything failed and cannot be retried, rollback_saga.
+Task: {task}"""
+
+
+def _error_result(code: str, message: str, **extra: Any) -> types.CallToolResult:
+    payload = {"error": {"code": code, "message": message, **extra}}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code}: {message}")],
+        structured_content=payload,
+        is_error=True,
+    )
+
+
+def _ok_result(result: dict[str, Any]) -> types.CallToolResult:
+    text = json.dumps(result, ensure_ascii=False, default=str)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
+
+
+def _invalid_arguments(tool: Tool, error: ValidationError) -> types.CallToolResult:
+    problems = [
+        f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in error.errors(include_url=False)
+    ]
+    return _error_result(
+        "INVALID_ARGUMENTS",
+        f"{tool.name} was not called: {'; '.join(problems)}. Nothing was created or changed. Fix the arguments "
+        "(tools/list shows the input schema) and call again.",
+        problems=problems,
+    )
+
+
+def _call(tool: Tool, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
+    authorize(principal, tool.operation)
+    return tool.handler(principal, tool.args.model_validate(arguments))
+
+
+async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+    """Transport-independent: validate, authorize, run, shape the answer."""
+    tool = TOOLS.get(name)
+    if tool is None:
+        return _error_result("UNKNOWN_TOOL", f"There is no tool {name!r}. Call tools/list for the available tools.")
+    try:
+        tool.args.model_validate(arguments or {})
+    except ValidationError as error:
+        return _invalid_arguments(tool, error)
+    try:
+        return _ok_result(await run_orm(_call, tool, principal, arguments or {}))
+    except ServiceError as refusal:
+        return _error_result(refusal.code, refusal.message, **_jsonable(refusal.extra))
+    except Exception as exc:  # a bug or an outage: say so without leaking internals
+        logger.exception("tool %s failed unexpectedly", name)
+        return _error_result(
+            "INTERNAL_ERROR",
+            f"{name} failed unexpectedly ({type(exc).__name__}). Read the saga (get_saga) before retrying: the "
+            "call may or may not have changed it.",
+        )
+
+
+def _jsonable(extra: dict[str, Any]) -> dict[str, Any]:
+    plain: dict[str, Any] = json.loads(json.dumps(extra, default=str))
+    return plain
+
+
+def tool_list() -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=_input_schema(tool),
+            output_schema=OUTPUT_SCHEMAS[tool.name],
+            annotations=types.ToolAnnotations(
+                read_only_hint=tool.read_only,
+                destructive_hint=tool.destructive,
+                idempotent_hint=tool.idempotent,
+                open_world_hint=tool.open_world,
+            ),
+        )
+        for tool in TOOLS.values()
+    ]
+
+
+def _input_schema(tool: Tool) -> dict[str, Any]:
+    schema = tool.args.model_json_schema()
+    schema.pop("title", None)
+    schema["additionalProperties"] = False
+    return schema
+
+
+def build_server(principal_for_request: Any) -> Server[Any]:
+    """The SDK server; `principal_for_request()` returns the Principal of the request being served."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_list())
+
+    async def handle_call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        return await call_tool(principal_for_request(), params.name, params.arguments)
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
+        argument = types.PromptArgument(name="task", description="What the agent must get done.", required=True)
+        prompt = types.Prompt(
+            name=PROMPT_NAME,
+            description="How to run a task as a saga: plan, approve, run, commit or roll back.",
+            arguments=[argument],
+        )
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        task = (params.arguments or {}).get("task", "(describe the task)")
+        message = types.PromptMessage(
+            role="user", content=types.TextContent(type="text", text=PROMPT_TEXT.format(task=task))
+        )
+        return types.GetPromptResult(description="Run a task as a saga.", messages=[message])
+
+    return Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        title="Semantic Saga",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=handle_call,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+    )
