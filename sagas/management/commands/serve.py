@@ -12,6 +12,11 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 
+def pending_migrations() -> int:
+    executor = MigrationExecutor(connection)
+    return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -30,12 +35,8 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        executor = MigrationExecutor(connection)
-        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
-        if pending:
-            raise CommandError(
-                f"The database has {len(pending)} unapplied migration(s). Run `semantic-saga migrate` first."
-            )
+        if count := pending_migrations():
+            raise CommandError(f"The database has {count} unapplied migration(s). Run `semantic-saga migrate` first.")
         host, port = options["host"], options["port"]
         if not _is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
             raise CommandError(

@@ -1,0 +1,81 @@
+"""`semantic-saga-mcp`: the command line of semantic-saga-mcp (the product this replaces), so its quick-start
+commands work as written. Flags become our environment variables; the database is migrated on start (the old
+server created its tables itself); then `semantic-saga mcp` (stdio) or `semantic-saga serve` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+UNAVAILABLE_POLICY_MODES = ("json", "opa", "rego")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="semantic-saga-mcp",
+        description="Semantic Saga MCP server (semantic-saga-mcp compatible flags). Default: stdio, SQLite file.",
+    )
+    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--allowed-host", action="append", default=[], help="A Host name to accept (repeatable).")
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument("--database", help="SQLite file (single node).")
+    store.add_argument("--postgres-dsn", help="PostgreSQL DSN (several replicas).")
+    parser.add_argument("--actions", help="Action registry file loaded at start-up.")
+    parser.add_argument("--policy-mode", choices=["none", *UNAVAILABLE_POLICY_MODES], default="none")
+    parser.add_argument("--policy-file")
+    parser.add_argument("--policy-opa-url")
+    parser.add_argument("--worker-id")
+    parser.add_argument("--otel-endpoint", help="OTLP/HTTP endpoint (sets OTEL_EXPORTER_OTLP_ENDPOINT).")
+    return parser
+
+
+def _environment(args: argparse.Namespace) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if args.database:
+        env["DATABASE_URL"] = f"sqlite:///{os.path.abspath(args.database)}"
+    if args.postgres_dsn:
+        env["DATABASE_URL"] = args.postgres_dsn
+    if args.actions:
+        env["SAGA_ACTIONS_FILE"] = os.path.abspath(args.actions)
+    if args.allowed_host:
+        current = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+        env["ALLOWED_HOSTS"] = ",".join([current, *args.allowed_host])
+        env.setdefault("SAGA_PUBLIC_URL", f"https://{args.allowed_host[0]}")
+    if args.worker_id:
+        env["SAGA_WORKER_ID"] = args.worker_id
+    if args.otel_endpoint:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otel_endpoint
+    env.setdefault("SECRET_KEY", os.environ.get("SECRET_KEY", "") or os.urandom(32).hex())
+    return env
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.policy_mode != "none":
+        sys.exit(
+            f"semantic-saga-mcp: --policy-mode {args.policy_mode} is not available in this version yet; run with "
+            "--policy-mode none (the default) and see docs/identity.md for what is enforced today."
+        )
+    if args.otel_endpoint:
+        print(
+            "semantic-saga-mcp: note: trace export is configured through OTEL_EXPORTER_OTLP_ENDPOINT; this version "
+            "records audit evidence but does not export OpenTelemetry spans yet.",
+            file=sys.stderr,
+        )
+    os.environ.update(_environment(args))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0"])
+    if args.transport == "stdio":
+        execute_from_command_line(["semantic-saga", "mcp"])
+    else:
+        execute_from_command_line(["semantic-saga", "serve", "--host", args.host, "--port", str(args.port)])
+
+
+if __name__ == "__main__":
+    main()
