@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test test-sqlite test-postgres lint venv dev-venv bench bench-quick clean
+.PHONY: run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,8 @@ run: venv .env
 	$(BIN)/semantic-saga load_actions examples/action_registry.json
 	$(BIN)/semantic-saga serve --host 127.0.0.1 --port 8000
 
-## test: install with dev extras, lint, then the whole suite on SQLite and again on PostgreSQL
-test: dev-venv lint test-sqlite test-postgres
+## test: install with dev extras, lint, the whole suite on SQLite and again on PostgreSQL, then MCP conformance
+test: dev-venv lint test-sqlite test-postgres conformance
 
 lint:
 	$(BIN)/ruff check .
@@ -43,6 +43,9 @@ test-sqlite:
 
 test-postgres:
 	DATABASE_URL=$(PG_URL) $(BIN)/pytest -n $(PYTEST_WORKERS) -q
+
+conformance:
+	bash conformance/run.sh
 
 clean:
 	rm -rf $(VENV) staticfiles *.egg-info

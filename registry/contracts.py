@@ -347,3 +347,10 @@ def _json_path(parts: Iterable[Any]) -> str:
         else:
             path += f"[{json.dumps(part)}]"
     return path
+
+
+def compensation_needs_result(contract: dict[str, Any]) -> bool:
+    """The compensation request references forward-result fields: it cannot run for a step that has no result."""
+    from registry.templating import references_result_fields
+
+    return has_compensation(contract) and references_result_fields(contract["compensation"])

@@ -112,3 +112,13 @@ def _child(container: Any, key: str) -> tuple[bool, Any]:
     if isinstance(container, list) and key.isdigit() and int(key) < len(container):
         return True, container[int(key)]
     return False, container
+
+
+def references_result_fields(value: Any) -> bool:
+    """Whether a request template reads fields of the forward result (`${result.x}`), which only exist once the
+    forward call answered."""
+    for _, text in iter_strings(value, "request"):
+        match = _WHOLE.fullmatch(text)
+        if match and match["expr"].startswith("result."):
+            return True
+    return False

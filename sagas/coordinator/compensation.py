@@ -20,7 +20,13 @@ from audit.models import EventType as E
 from governance.identity import Principal, system_principal
 from governance.rbac import authorize
 from registry.actions import InvocationContext
-from registry.contracts import backoff_seconds, definition_hash, has_compensation, resolved_execution_policy
+from registry.contracts import (
+    backoff_seconds,
+    compensation_needs_result,
+    definition_hash,
+    has_compensation,
+    resolved_execution_policy,
+)
 from sagas import executor
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidTransition
@@ -191,6 +197,9 @@ def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int)
         if not has_compensation(snapshot):
             _no_compensation(tx, step)
             return None
+        if step.result is None and compensation_needs_result(snapshot):
+            _no_receipt(tx, step)
+            return None
         tx.transition(
             step, T.COMPENSATING, event=E.COMPENSATION_STARTED, compensation_attempts=step.compensation_attempts + 1
         )
@@ -210,6 +219,24 @@ def _no_compensation(tx: Tx, step: Step) -> None:
             "code": "NO_COMPENSATION",
             "message": f"{step.action}@{step.action_version} ({reversibility}) has no compensation, so its effect "
             "remains. An operator must undo it by hand or accept it.",
+        },
+    )
+
+
+def _no_receipt(tx: Tx, step: Step) -> None:
+    """The compensation addresses what the forward call created (`${result.x}`), and there is no result."""
+    if step.status == T.FAILED and not step.uncertain_outcome:
+        # The target refused or failed the call and returned nothing identifiable: nothing was created to undo.
+        tx.record(E.COMPENSATION_SKIPPED, step=step, status=step.status, data={"reason": "no_forward_result"})
+        return
+    _fail(
+        tx,
+        step,
+        {
+            "code": "NO_RECEIPT_TO_COMPENSATE",
+            "message": f"The outcome of {step.action}@{step.action_version} is unknown and its compensation needs the "
+            "forward result, which never arrived. An operator must check the target system for the request with "
+            f"idempotency key {step.id} and undo it there if it took effect.",
         },
     )
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
 from governance.errors import ServiceError
@@ -153,7 +155,13 @@ def build_server(principal_for_request: Any) -> Server[Any]:
         return types.ListPromptsResult(prompts=[prompt])
 
     async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        task = (params.arguments or {}).get("task", "(describe the task)")
+        # Unlike a tool refusal (answered in-band for the model), a bad prompt request is the client's protocol
+        # error: -32602 as the spec's error table says.
+        if params.name != PROMPT_NAME:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt {params.name!r}; prompts/list shows {PROMPT_NAME!r}.")
+        task = (params.arguments or {}).get("task")
+        if not task:
+            raise MCPError(INVALID_PARAMS, f"Prompt {PROMPT_NAME!r} needs the argument 'task'.")
         message = types.PromptMessage(
             role="user", content=types.TextContent(type="text", text=PROMPT_TEXT.format(task=task))
         )

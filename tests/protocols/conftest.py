@@ -23,6 +23,7 @@ TOKENS = {
     "mallory-operator-globex-01": {"principal_id": "mallory", "tenant_id": "globex", "roles": ["operator"]},
 }
 ALICE, VERA, MALLORY = list(TOKENS)
+DEMO_TOKEN = "demo-payments-token"  # the example actions send it to examples/demo_service.py
 
 
 @dataclass
@@ -56,6 +57,7 @@ def server(
         "SAGA_AUTH_STATIC_TOKENS": str(tokens),
         "SAGA_FILE_ROOT": str(workdir / "files"),
         "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "PAYMENTS_TOKEN": DEMO_TOKEN,
     }
     log = workdir / "serve.log"
     with log.open("wb") as out:

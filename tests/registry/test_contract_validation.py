@@ -23,8 +23,8 @@ def test_example_registry_validates(example_document: dict[str, Any]) -> None:
     # given the shipped example file
     # when it is validated
     contracts = validate_registry_document(example_document)
-    # then all three contracts are accepted
-    assert [c["id"] for c in contracts] == ["create_text_file", "noop", "charge_card"]
+    # then every contract is accepted
+    assert [c["id"] for c in contracts] == ["create_text_file", "noop", "charge_card", "update_inventory"]
 
 
 def test_contract_bad_max_attempts_names_path(example_document: dict[str, Any]) -> None:
@@ -190,7 +190,7 @@ def test_registry_file_two_active_versions_refused(example_document: dict[str, A
     error = _document_problems(example_document)
     # then the file is refused with a hint to deactivate one
     assert error.code == "INVALID_REGISTRY_FILE"
-    assert "actions[3]: a second active version of 'noop' (the other is at actions[1])" in error.message
+    assert "actions[4]: a second active version of 'noop' (the other is at actions[1])" in error.message
 
 
 def test_published_schema_matches_package_copy() -> None:

@@ -26,10 +26,10 @@ def test_load_actions_prints_summary() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then one summary line lists what was created
     assert output.strip() == (
-        f"Loaded {EXAMPLE_REGISTRY}: 3 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0), "
-        "0 unchanged, 0 activated."
+        f"Loaded {EXAMPLE_REGISTRY}: 4 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
+        "update_inventory@1.0.0), 0 unchanged, 0 activated."
     )
-    assert ActionDefinition.objects.count() == 3
+    assert ActionDefinition.objects.count() == 4
 
 
 def test_load_actions_second_run_reports_unchanged() -> None:
@@ -38,7 +38,10 @@ def test_load_actions_second_run_reports_unchanged() -> None:
     # when loaded again
     output = _run(str(EXAMPLE_REGISTRY))
     # then
-    assert "0 created, 3 unchanged (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0)" in output
+    assert (
+        "0 created, 4 unchanged (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0)"
+        in output
+    )
 
 
 def test_load_actions_bad_file_raises_command_error(tmp_path: Path, example_document: dict[str, Any]) -> None:
@@ -61,7 +64,7 @@ def test_load_actions_defaults_to_setting(settings: Any) -> None:
     # when run without a file
     output = _run()
     # then that file is loaded
-    assert "3 created" in output
+    assert "4 created" in output
 
 
 def test_load_actions_without_file_or_setting_fails(settings: Any) -> None:

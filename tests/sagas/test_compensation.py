@@ -122,3 +122,42 @@ def test_committed_saga_refuses_rollback(operator: Principal, downstream: Record
     assert calls(downstream, "/charge/undo") == []
     saga.refresh_from_db()
     assert saga.status == SagaStatus.COMMITTED
+
+
+def _refund_by_charge_id(downstream: RecordingHTTPServer, **options: object) -> dict[str, object]:
+    contract = http_contract("charge", downstream.url, **options)  # type: ignore[arg-type]
+    contract["compensation"]["body"] = {"charge_id": "${result.id}"}
+    return contract
+
+
+def test_refused_call_without_receipt_has_nothing_to_compensate(operator: Principal, downstream: RecordingHTTPServer):
+    # given a charge the payment service refused outright (no charge id came back)
+    register(_refund_by_charge_id(downstream, max_attempts=1))
+    downstream.script("/charge", [(402, {"error": "card declined"})])
+    saga = coordinator.saga_begin(actor=operator)
+    with pytest.raises(ActionFailedPermanent):
+        coordinator.saga_step_execute(actor=operator, saga_id=saga.id, action="charge", input={})
+    # then the rollback completes without calling a refund it could not address
+    saga.refresh_from_db()
+    assert saga.status == SagaStatus.ROLLED_BACK
+    assert calls(downstream, "/charge/undo") == []
+    assert "COMPENSATION_SKIPPED" in event_types(saga.id)
+
+
+def test_uncertain_call_without_receipt_is_left_for_an_operator(operator: Principal, downstream: RecordingHTTPServer):
+    # given a charge whose answer never arrived (timeout): it may have been captured
+    contract = _refund_by_charge_id(downstream, max_attempts=1)
+    contract["forward"]["timeout_seconds"] = 0.5
+    register(contract)
+    downstream.script("/charge", [(200, {"id": "ch_1"}, 2.0)])
+    saga = coordinator.saga_begin(actor=operator)
+    with pytest.raises(ActionFailedPermanent):
+        coordinator.saga_step_execute(actor=operator, saga_id=saga.id, action="charge", input={})
+    # then the rollback says plainly that a human must reconcile it, naming the idempotency key
+    saga.refresh_from_db()
+    step = Step.objects.get(saga=saga)
+    assert saga.status == SagaStatus.ROLLBACK_FAILED
+    assert (
+        step.compensation_error["code"] == "NO_RECEIPT_TO_COMPENSATE"
+        and str(step.id) in step.compensation_error["message"]
+    )
