@@ -1,0 +1,242 @@
+"""The JSON policy backend: a schema-validated file evaluated in a fixed, documented order.
+
+Order (first decisive step wins): 1. hard budgets; 2. the tenant's own rules in file order; 3. wildcard ("*")
+rules in file order; 4. approval thresholds (irreversible or unknown reversibility, then risk at or above the
+threshold); 5. the effective default effect (the tenant's, else the wildcard section's, else the file's).
+
+The engine sees only sanitized control-plane context (PolicyInput): who, which phase, which action and its
+declared semantics, and counters. Never action inputs or results: a decision can be logged and audited safely.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from governance.errors import ServiceError
+
+SCHEMA_PATH = Path(__file__).with_name("governance_policy.schema.json")
+RISK_ORDER = {"low": 0, "medium": 1, "high": 2, "critical": 3}
+DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
+WILDCARD = "*"
+# Phases that start or commit to new forward work: the only ones budgets and thresholds apply to.
+FORWARD_PHASES = frozenset({"plan", "execute", "run"})
+# Reversibility values that need approval when a tenant sets irreversible_requires_approval ("unknown" is treated
+# as a mutation nobody can undo).
+UNSAFE_REVERSIBILITY = frozenset({"irreversible", "unknown"})
+
+
+class PolicyFileError(ServiceError):
+    code = "INVALID_POLICY_FILE"
+
+
+@dataclass(frozen=True)
+class PolicyInput:
+    """Everything a policy may look at: sanitized, payload-free, the same for every backend."""
+
+    tenant_id: str
+    principal_id: str
+    principal_type: str
+    roles: frozenset[str]
+    scopes: frozenset[str]
+    phase: str
+    action: str = ""
+    action_version: str = ""
+    action_kind: str = ""
+    domain: str = ""
+    operation: str = ""
+    resource: str = ""
+    risk: str = "low"
+    reversibility: str = "unknown"
+    saga_steps: int = 0
+    saga_planned_nodes: int = 0
+    saga_risk_units: int = 0
+    requested_parallel: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The document sent to OPA and evaluated by Rego (sorted lists keep it deterministic)."""
+        data = asdict(self)
+        data["roles"] = sorted(self.roles)
+        data["scopes"] = sorted(self.scopes)
+        return data
+
+
+@dataclass(frozen=True)
+class Decision:
+    effect: str  # allow | deny | require_approval
+    reason: str
+    backend: str
+    revision: str | None
+    matched_rules: tuple[str, ...] = ()
+    budget: str | None = None
+    decision_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def allowed(self) -> bool:
+        return self.effect != "deny"
+
+
+@cache
+def policy_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return schema
+
+
+def _schema_problems(document: Any) -> list[str]:
+    validator = Draft202012Validator(policy_schema())
+    problems = []
+    for error in sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]):
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
+        problems.append(f"{path or '(file)'}: {error.message}")
+    return problems
+
+
+def _duplicate_rule_ids(document: dict[str, Any]) -> list[str]:
+    problems = []
+    for tenant, section in document["tenants"].items():
+        seen: set[str] = set()
+        for index, rule in enumerate(section.get("rules", [])):
+            if rule["id"] in seen:
+                problems.append(f"tenants.{tenant}.rules[{index}].id: duplicate rule id {rule['id']!r}")
+            seen.add(rule["id"])
+    return problems
+
+
+class JsonPolicy:
+    backend = "json"
+
+    def __init__(self, document: Any, *, source: str = "policy") -> None:
+        problems = _schema_problems(document) or _duplicate_rule_ids(document)
+        if problems:
+            raise PolicyFileError(
+                message=f"{source} is not a valid governance policy: {'; '.join(problems[:10])}. Nothing was loaded; "
+                "fix the file (docs/governance_policy.schema.json describes it) and load it again.",
+                problems=problems,
+            )
+        self.document: dict[str, Any] = document
+        self.revision: str = document["revision"]
+        self.weights = {**DEFAULT_RISK_WEIGHTS, **document.get("risk_weights", {})}
+
+    @classmethod
+    def load(cls, path: str | Path) -> JsonPolicy:
+        try:
+            document = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise PolicyFileError(message=f"Policy file {path} does not exist. Set SAGA_POLICY_FILE to it.") from exc
+        except ValueError as exc:
+            raise PolicyFileError(message=f"Policy file {path} is not valid JSON: {exc}.") from exc
+        return cls(document, source=str(path))
+
+    # --- evaluation ------------------------------------------------------------------------------------------------
+
+    def _sections(self, tenant_id: str) -> list[dict[str, Any]]:
+        tenants = self.document["tenants"]
+        return [tenants[t] for t in (tenant_id, WILDCARD) if t in tenants and (t != WILDCARD or tenant_id != t)]
+
+    def risk_units(self, risk: str) -> int:
+        return int(self.weights.get(risk, 0))
+
+    def evaluate(self, facts: PolicyInput) -> Decision:
+        sections = self._sections(facts.tenant_id)
+        for step in (self._budgets, self._rules, self._thresholds):
+            decided = step(facts, sections)
+            if decided is not None:
+                return decided
+        effect = next((s["default_effect"] for s in sections if "default_effect" in s), None)
+        effect = effect or self.document.get("default_effect", "deny")
+        return self._decide(effect, f"no rule matched; the default effect for tenant {facts.tenant_id} is {effect}")
+
+    def _decide(self, effect: str, reason: str, rules: Sequence[str] = (), budget: str | None = None) -> Decision:
+        return Decision(effect, reason, self.backend, self.revision, tuple(rules), budget)
+
+    def budgets(self, tenant_id: str) -> dict[str, int]:
+        merged: dict[str, int] = {}
+        for section in reversed(self._sections(tenant_id)):  # wildcard first, the tenant's own values win
+            merged.update(section.get("budgets", {}))
+        return merged
+
+    def _budgets(self, facts: PolicyInput, sections: list[dict[str, Any]]) -> Decision | None:
+        if facts.phase not in FORWARD_PHASES:
+            return None
+        budgets = self.budgets(facts.tenant_id)
+        checks = [
+            ("max_planned_nodes", facts.phase == "plan", facts.saga_planned_nodes + 1),
+            ("max_steps_per_saga", facts.phase in ("execute", "run"), facts.saga_steps + 1),
+            ("max_risk_units", facts.phase in ("plan", "execute"), facts.saga_risk_units + self.risk_units(facts.risk)),
+            ("max_parallel", facts.phase == "run", facts.requested_parallel),
+        ]
+        for name, applies, wanted in checks:
+            if applies and name in budgets and wanted > budgets[name]:
+                reason = (
+                    f"hard budget {name} is {budgets[name]} for tenant {facts.tenant_id}; this would make it {wanted}"
+                )
+                return self._decide("deny", reason, budget=name)
+        return None
+
+    def _rules(self, facts: PolicyInput, sections: list[dict[str, Any]]) -> Decision | None:
+        for section in sections:
+            for rule in section.get("rules", []):
+                if matches(rule.get("match", {}), facts):
+                    reason = rule.get("reason") or f"rule {rule['id']} matched"
+                    return self._decide(rule["effect"], reason, [rule["id"]])
+        return None
+
+    def _thresholds(self, facts: PolicyInput, sections: list[dict[str, Any]]) -> Decision | None:
+        if facts.phase not in FORWARD_PHASES:
+            return None
+        strict = next(
+            (s["irreversible_requires_approval"] for s in sections if "irreversible_requires_approval" in s), False
+        )
+        if strict and facts.reversibility in UNSAFE_REVERSIBILITY:
+            reason = f"{facts.action} is {facts.reversibility}: a person must approve it before it runs"
+            return self._decide("require_approval", reason, ["reversibility:" + facts.reversibility])
+        threshold = next((s["approval_at_or_above_risk"] for s in sections if "approval_at_or_above_risk" in s), None)
+        if threshold and RISK_ORDER.get(facts.risk, 0) >= RISK_ORDER[threshold]:
+            reason = f"risk {facts.risk} is at or above the approval threshold {threshold}"
+            return self._decide("require_approval", reason, [f"threshold:{threshold}"])
+        return None
+
+    def status(self, tenant_id: str) -> dict[str, Any]:
+        sections = self._sections(tenant_id)
+        return {
+            "tenant_id": tenant_id,
+            "backend": self.backend,
+            "revision": self.revision,
+            "default_effect": next((s["default_effect"] for s in sections if "default_effect" in s), None)
+            or self.document.get("default_effect", "deny"),
+            "approval_at_or_above_risk": next(
+                (s["approval_at_or_above_risk"] for s in sections if "approval_at_or_above_risk" in s), None
+            ),
+            "budgets": self.budgets(tenant_id),
+            "rule_ids": [rule["id"] for s in sections for rule in s.get("rules", [])],
+        }
+
+
+def _globs(patterns: Iterable[str], value: str) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+
+
+def matches(match: dict[str, Any], facts: PolicyInput) -> bool:
+    """Every condition given must hold; within a list any item may match."""
+    conditions: list[tuple[str, Callable[[list[str]], bool]]] = [
+        ("actions", lambda v: _globs(v, facts.action)),
+        ("phases", lambda v: facts.phase in v),
+        ("risks", lambda v: facts.risk in v),
+        ("domains", lambda v: facts.domain in v),
+        ("operations", lambda v: facts.operation in v),
+        ("resources", lambda v: _globs(v, facts.resource)),
+        ("principal_types", lambda v: facts.principal_type in v),
+        ("roles_any", lambda v: bool(facts.roles & set(v))),
+        ("roles_all", lambda v: set(v) <= facts.roles),
+        ("roles_none", lambda v: not facts.roles & set(v)),
+        ("scopes_any", lambda v: bool(facts.scopes & set(v))),
+    ]
+    return all(test(match[key]) for key, test in conditions if key in match)
