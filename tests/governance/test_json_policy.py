@@ -144,7 +144,9 @@ def test_budgets_come_before_rules(example: JsonPolicy):
 def test_risk_threshold_requires_approval(example: JsonPolicy):
     decision = example.evaluate(_facts(risk="high"))
     assert decision.effect == "require_approval" and decision.matched_rules == ("threshold:high",)
-X
+    # below the threshold no rule decides: acme has no default of its own, so the wildcard section's (allow) applies
+    assert example.evaluate(_facts(risk="medium")).effect == "allow"
+    assert _policy(acme={}).evaluate(_facts()).effect == "deny"  # no section default at all: the file's (deny)
 
 
 def test_irreversible_and_unknown_need_approval_where_the_tenant_says_so(example: JsonPolicy):
