@@ -1,18 +1,58 @@
 """Tenant governance: may THIS action, resource and risk happen NOW? (DESIGN.md section 6)
 
-Only the `none` backend exists so far: no business policy restricts anything (upgrading never silently restricts).
-The JSON, OPA and Rego backends, budgets, approval thresholds and the kill switch arrive with the governance issue;
-`policy_status` already answers in the shape they will fill.
+Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgrading never silently restricts) and
+`json` (a schema-validated file, governance.policy_engine). The coordinator calls `evaluate` at plan, execute,
+run (per saga and again per node right before its side effect), approve, retry and commit, and audits every
+decision; rollback and rejection are never subject to business policy.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any
 
+from django.conf import settings
+
+from governance.policy_engine import Decision, JsonPolicy, PolicyInput
+
 BACKEND_NONE = "none"
+DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
+
+_lock = threading.Lock()
+_loaded: dict[str, Any] = {"key": None, "engine": None}
+
+
+def engine() -> JsonPolicy | None:
+    """The configured policy, reloaded when the file changes (an edited policy applies to the next decision)."""
+    if settings.SAGA_POLICY_MODE == BACKEND_NONE:
+        return None
+    path = settings.SAGA_POLICY_FILE
+    key = (settings.SAGA_POLICY_MODE, path, os.stat(path).st_mtime_ns)
+    with _lock:
+        if _loaded["key"] != key:
+            _loaded["engine"] = JsonPolicy.load(path)
+            _loaded["key"] = key
+        found: JsonPolicy = _loaded["engine"]
+        return found
+
+
+def evaluate(facts: PolicyInput) -> Decision:
+    policy = engine()
+    if policy is None:
+        return Decision("allow", "no governance backend is configured (SAGA_POLICY_MODE=none)", BACKEND_NONE, None)
+    return policy.evaluate(facts)
+
+
+def risk_units(risk: str) -> int:
+    policy = engine()
+    return policy.risk_units(risk) if policy is not None else DEFAULT_RISK_WEIGHTS.get(risk, 0)
 
 
 def policy_status(tenant_id: str) -> dict[str, Any]:
+    policy = engine()
+    if policy is not None:
+        return {**policy.status(tenant_id), "kill_switch": False}
     return {
         "tenant_id": tenant_id,
         "backend": BACKEND_NONE,

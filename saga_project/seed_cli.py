@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-UNAVAILABLE_POLICY_MODES = ("json", "opa", "rego")
+UNAVAILABLE_POLICY_MODES = ("opa", "rego")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     store.add_argument("--database", help="SQLite file (single node).")
     store.add_argument("--postgres-dsn", help="PostgreSQL DSN (several replicas).")
     parser.add_argument("--actions", help="Action registry file loaded at start-up.")
-    parser.add_argument("--policy-mode", choices=["none", *UNAVAILABLE_POLICY_MODES], default="none")
+    parser.add_argument("--policy-mode", choices=["none", "json", *UNAVAILABLE_POLICY_MODES], default="none")
     parser.add_argument("--policy-file")
     parser.add_argument("--policy-opa-url")
     parser.add_argument("--worker-id")
@@ -45,6 +45,10 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         current = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
         env["ALLOWED_HOSTS"] = ",".join([current, *args.allowed_host])
         env.setdefault("SAGA_PUBLIC_URL", f"https://{args.allowed_host[0]}")
+    if args.policy_mode != "none":
+        env["SAGA_POLICY_MODE"] = args.policy_mode
+    if args.policy_file:
+        env["SAGA_POLICY_FILE"] = os.path.abspath(args.policy_file)
     if args.worker_id:
         env["SAGA_WORKER_ID"] = args.worker_id
     if args.otel_endpoint:
@@ -55,10 +59,10 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    if args.policy_mode != "none":
+    if args.policy_mode in UNAVAILABLE_POLICY_MODES:
         sys.exit(
             f"semantic-saga-mcp: --policy-mode {args.policy_mode} is not available in this version yet; run with "
-            "--policy-mode none (the default) and see docs/identity.md for what is enforced today."
+            "--policy-mode json --policy-file <file> (or none) and see docs/policy_governance.md."
         )
     if args.otel_endpoint:
         print(

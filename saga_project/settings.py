@@ -214,6 +214,30 @@ if SAGA_OIDC_DEFAULT_ROLE not in ("viewer", "operator", "admin"):
         f"SAGA_OIDC_DEFAULT_ROLE must be viewer, operator or admin (got {SAGA_OIDC_DEFAULT_ROLE!r})."
     )
 
+# --- A2A --------------------------------------------------------------------------------------------------------
+
+# The agent card (public) is served from SAGA_PUBLIC_URL: its JSON-RPC interface is {SAGA_PUBLIC_URL}/a2a.
+# Peers may cache the card this long; longer saves requests, shorter spreads a changed card (a new public URL,
+# auth mode or version) sooner. Revalidation is cheap either way: the card carries an ETag and answers 304.
+SAGA_A2A_CARD_MAX_AGE_SECONDS: int = env.int("SAGA_A2A_CARD_MAX_AGE_SECONDS", default=300)
+
+if SAGA_A2A_CARD_MAX_AGE_SECONDS < 0:
+    raise ImproperlyConfigured(
+        f"SAGA_A2A_CARD_MAX_AGE_SECONDS must be 0 or more (got {SAGA_A2A_CARD_MAX_AGE_SECONDS})."
+    )
+
+# --- governance -------------------------------------------------------------------------------------------------
+
+# none: no business policy (the default; upgrading never silently restricts); json: SAGA_POLICY_FILE.
+SAGA_POLICY_MODE: str = env.str("SAGA_POLICY_MODE", default="none")
+SAGA_POLICY_FILE: str = env.str("SAGA_POLICY_FILE", default="")
+if SAGA_POLICY_MODE not in ("none", "json"):
+    raise ImproperlyConfigured(
+        f"SAGA_POLICY_MODE must be none or json (got {SAGA_POLICY_MODE!r}); opa and rego are not available yet."
+    )
+if SAGA_POLICY_MODE == "json" and not SAGA_POLICY_FILE:
+    raise ImproperlyConfigured("SAGA_POLICY_MODE=json needs SAGA_POLICY_FILE=<path to the policy file>.")
+
 # --- Celery and beat ---------------------------------------------------------------------------------------------
 
 # Unset = the embedded in-process executor (one process, no broker). Set (redis://127.0.0.1:6379/0) = ready nodes

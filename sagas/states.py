@@ -71,7 +71,8 @@ NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     N.WAITING_DEPENDENCY: frozenset({N.READY, N.BLOCKED}),
     N.WAITING_APPROVAL: frozenset({N.READY, N.WAITING_DEPENDENCY, N.REJECTED, N.BLOCKED}),
     # READY -> FAILED: refused before any step started (e.g. its pinned contract no longer matches).
-    N.READY: frozenset({N.EXECUTING, N.BLOCKED, N.FAILED}),
+    # READY -> WAITING_APPROVAL: policy now requires an approval the node does not have.
+    N.READY: frozenset({N.EXECUTING, N.BLOCKED, N.FAILED, N.WAITING_APPROVAL}),
     # EXECUTING -> READY is a scheduled retry (next_attempt_at set); -> FAILED once retries are exhausted.
     N.EXECUTING: frozenset({N.COMPLETED, N.READY, N.FAILED, N.COMPENSATED, N.COMPENSATION_FAILED}),
     N.COMPLETED: frozenset({N.COMPENSATED, N.COMPENSATION_FAILED}),

@@ -32,6 +32,14 @@ class Tx:
         self.saga = saga
         self.actor = actor
         self._drafts: list[chain.EventDraft] = []
+        self.refusal: Exception | None = None
+
+    def refuse(self, error: Exception) -> None:
+        """Commit what was recorded so far (e.g. the policy decision that refuses), then raise `error` to the caller.
+
+        Raising inside the transaction would roll the evidence of the refusal back with it.
+        """
+        self.refusal = error
 
     def record(
         self,
@@ -127,6 +135,8 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
         tx = Tx(saga, actor)
         yield tx
         tx.flush()
+    if tx.refusal is not None:
+        raise tx.refusal
 
 
 @contextmanager

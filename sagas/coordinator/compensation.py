@@ -28,6 +28,7 @@ from registry.contracts import (
     resolved_execution_policy,
 )
 from sagas import executor
+from sagas.coordinator import _policy
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidTransition
 from sagas.leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
@@ -106,6 +107,7 @@ def _request(actor: Principal, saga_id: object) -> uuid.UUID:
                 "back. Nothing was changed."
                 + (" Undo committed work with a new saga." if saga.status == SagaStatus.COMMITTED else ""),
             )
+        _policy.safety_override(tx, "rollback")
         if saga.status in (SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED):
             error = {"code": "ROLLBACK_REQUESTED", "message": f"Rollback requested by {actor.principal_id}."}
             tx.transition(saga, SagaStatus.FAILED, event=E.ROLLBACK_REQUESTED, error=error, run_steps_left=0)

@@ -29,9 +29,10 @@ from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
-from sagas.coordinator import _actions, _graph
+from sagas.coordinator import _actions, _graph, _policy
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.coordinator.compensation import saga_rollback
+from sagas.coordinator.planning import request_approval
 from sagas.dispatch import nudge_node, nudge_rollback
 from sagas.errors import ActionFailedPermanent, InvalidTransition, SagaError
 from sagas.leases import LeaseRef, lease_deadline, seconds_from_now, worker_id
@@ -122,6 +123,8 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         _graph.block_dependants(tx, node, f"dependency refused before start: {refusal.code}")
         apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
         return None
+    if not _passes_policy(tx, node, pinned):
+        return None
     fence = node.fence_token + 1
     step = node.step
     if step is None:
@@ -144,6 +147,32 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         E.STEP_STARTED, node=node, step=step, status=T.EXECUTING, data={"attempt": node.attempts, "worker": worker_id()}
     )
     return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload)
+
+
+def _passes_policy(tx: Tx, node: Node, pinned: _actions.Pinned) -> bool:
+    """Policy is re-evaluated for THIS node right before its side effect, in every wave: a policy tightened after
+    planning stops the node with zero executions (denied: the saga waits for an operator; approval now required:
+    the node waits for one)."""
+    decision = _policy.decide(tx, "run", pinned, node=node)
+    if decision.effect == "deny":
+        error = _policy.refusal(decision, f"running node {node.key or node.id}").as_dict()
+        tx.transition(node, N.FAILED, event=E.NODE_FAILED, error=error)
+        _graph.block_dependants(tx, node, "a dependency was refused by tenant policy")
+        apply_failure_mode(tx, "pause", error)
+        return False
+    if decision.effect == "require_approval" and not _approved_now(node):
+        tx.transition(node, N.WAITING_APPROVAL, error=None, next_attempt_at=None, dispatched_at=None)
+        request_approval(tx, node, f"policy:{','.join(decision.matched_rules)}")
+        return False
+    return True
+
+
+def _approved_now(node: Node) -> bool:
+    try:
+        _check_approval(node)
+    except SagaError:
+        return False
+    return True
 
 
 def _failure_mode_of(node: Node) -> str:
@@ -407,6 +436,13 @@ def _claim_immediate(actor: Principal, saga_id: object, pinned: _actions.Pinned,
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; executing a step needs ACTIVE. Nothing ran.",
             )
+        decision = _policy.decide(tx, "execute", pinned)
+        if decision.effect != "allow":
+            what = f"executing {pinned.action}@{pinned.version} immediately"
+            if decision.effect == "require_approval":
+                what += " (it needs approval: plan it with plan_saga_step so a person can approve it)"
+            tx.refuse(_policy.refusal(decision, what))
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         step = _new_step(tx, pinned, payload, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
         tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": 1, "worker": worker_id()})
     return Claim(actor, tx.saga.id, step.id, None, 1, 1, pinned, payload)

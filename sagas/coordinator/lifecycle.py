@@ -8,6 +8,7 @@ from typing import Any
 from audit.models import EventType as E
 from governance.identity import Principal
 from governance.rbac import authorize
+from sagas.coordinator import _policy
 from sagas.coordinator._tx import locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
@@ -98,5 +99,8 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 f"Commit refused: {bad_steps} immediate step(s) did not complete. Nothing was committed. "
                 "Roll the saga back.",
             )
+        if not (decision := _policy.decide(tx, "commit")).allowed:
+            tx.refuse(_policy.refusal(decision, f"committing saga {saga.id}"))
+            return saga
         tx.transition(saga, SagaStatus.COMMITTED, event=E.SAGA_COMMITTED, error=None)
     return saga

@@ -9,7 +9,7 @@ from django.utils import timezone
 from audit.models import EventType as E
 from governance.identity import Principal
 from governance.rbac import authorize
-from sagas.coordinator import _actions, _graph
+from sagas.coordinator import _actions, _graph, _policy
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidInput, InvalidTransition, NotFound, SagaError
 from sagas.models import Approval, Node, NodeDependency
@@ -104,7 +104,12 @@ def node_plan(
         deps = _dependencies(tx, depends_on or [])
         if key is not None and (existing := Node.objects.filter(saga=tx.saga, key=key).first()):
             return _replay(existing, pinned, payload, deps)
-        node = _create_node(tx, pinned, payload, key, deps, approval_required)
+        decision = _policy.decide(tx, "plan", pinned)
+        if not decision.allowed:
+            tx.refuse(_policy.refusal(decision, f"planning {pinned.action}@{pinned.version}"))
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
+        gate = f"policy:{','.join(decision.matched_rules)}" if decision.effect == "require_approval" else None
+        node = _create_node(tx, pinned, payload, key, deps, approval_required, policy_gate=gate)
     return node
 
 
@@ -115,9 +120,11 @@ def _create_node(
     key: str | None,
     deps: list[Node],
     approval_required: bool | None,
+    *,
+    policy_gate: str | None = None,
 ) -> Node:
-    # The contract's gate cannot be waived by the caller; a caller may add one.
-    contract_gate = bool(pinned.policy["approval_required"])
+    # The contract's (or the policy's) gate cannot be waived by the caller; a caller may add one.
+    contract_gate = bool(pinned.policy["approval_required"]) or policy_gate is not None
     node = Node(
         saga=tx.saga,
         key=key,
@@ -137,11 +144,11 @@ def _create_node(
         node.save(update_fields=["status"])
     tx.record(E.NODE_PLANNED, node=node, status=node.status, data={"key": key, "depends_on": [str(d.pk) for d in deps]})
     if node.approval_required:
-        _request_approval(tx, node, "contract" if contract_gate else "caller")
+        request_approval(tx, node, policy_gate or ("contract" if contract_gate else "caller"))
     return node
 
 
-def _request_approval(tx: Tx, node: Node, requested_by: str) -> Approval:
+def request_approval(tx: Tx, node: Node, requested_by: str) -> Approval:
     approval = Approval.objects.create(
         node=node,
         requested_by=requested_by,
@@ -180,6 +187,11 @@ def node_approve(
                 "NODE_NOT_WAITING_APPROVAL",
                 f"Node {node.key or node.id} is {node.status}, not waiting for approval. Nothing was changed.",
             )
+        if not approved:
+            _policy.safety_override(tx, "reject", node)
+        elif not (decision := _policy.decide(tx, "approve", _policy.pinned_of(node), node=node)).allowed:
+            tx.refuse(_policy.refusal(decision, f"approving node {node.key or node.id}"))
+            return node
         decided = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
         Approval.objects.filter(pk=approval.pk).update(
             status=decided, decided_by=actor.principal_id, reason=reason, decided_at=timezone.now()
@@ -233,6 +245,9 @@ def node_retry(*, actor: Principal, saga_id: object, node_id: object, force: boo
                 "unknown). Nothing was retried. Confirm the external outcome first, then retry with force=true, "
                 "or roll the saga back.",
             )
+        if not (decision := _policy.decide(tx, "retry", _policy.pinned_of(node), node=node)).allowed:
+            tx.refuse(_policy.refusal(decision, f"retrying node {node.key or node.id}"))
+            return node
         _reschedule(tx, node)
         if tx.saga.status == SagaStatus.RECOVERY_REQUIRED:
             tx.transition(tx.saga, SagaStatus.ACTIVE, event=E.SAGA_RESUMED, error=None)
@@ -261,5 +276,5 @@ def _reschedule(tx: Tx, node: Node) -> None:
         dispatched_at=None,
     )
     if target == N.WAITING_APPROVAL:
-        _request_approval(tx, node, "retry")
+        request_approval(tx, node, "retry")
     _graph.unblock_dependants(tx, node)

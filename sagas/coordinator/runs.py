@@ -18,6 +18,7 @@ from django.utils import timezone
 from audit.models import EventType as E
 from governance.identity import Principal
 from governance.rbac import authorize
+from sagas.coordinator import _policy
 from sagas.coordinator._tx import locked_saga
 from sagas.coordinator.execution import dispatch_ready
 from sagas.errors import InvalidInput, InvalidTransition
@@ -103,6 +104,10 @@ def saga_run_ready(
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; running steps needs ACTIVE. Nothing ran.{hint}",
             )
+        decision = _policy.decide(tx, "run", requested_parallel=max_parallel)
+        if not decision.allowed:
+            tx.refuse(_policy.refusal(decision, f"running saga {tx.saga.id}"))
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         tx.update(
             tx.saga,
             run_max_parallel=max_parallel,

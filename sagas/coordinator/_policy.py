@@ -1,0 +1,139 @@
+"""Governance inside the coordinator's transactions: build the sanitized facts, evaluate, audit the decision.
+
+A decision is recorded in the same transaction as the state change it allowed, or in a transaction of its own
+when it refused one (the caller raises the refusal only after that transaction committed, so the evidence of a
+refusal is never rolled back with it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit.models import EventType as E
+from governance import policy as governance_policy
+from governance.policy_engine import Decision, PolicyInput
+from registry.errors import RegistryError
+from registry.selectors import action_get
+from sagas.coordinator._actions import Pinned
+from sagas.coordinator._tx import Tx
+from sagas.errors import SagaError
+from sagas.models import Node, Step
+
+NO_ACTION: dict[str, Any] = {}
+
+
+def active() -> bool:
+    return governance_policy.engine() is not None
+
+
+def _semantic(pinned: Pinned | None) -> dict[str, Any]:
+    return dict(pinned.definition.get("semantic", {})) if pinned else NO_ACTION
+
+
+def pinned_of(node: Node) -> Pinned | None:
+    """The node's pinned contract for policy facts, even if its version was deactivated since."""
+    try:
+        row = action_get(node.action, node.action_version, include_inactive=True)
+    except RegistryError:
+        return None
+    return Pinned(row.action_id, row.version, row.definition_hash, row.definition)
+
+
+def _risk_units(tx: Tx) -> int:
+    """Risk units the saga holds: every planned node and every immediate step, by its contract's risk."""
+    risks: list[str] = [
+        str(snapshot.get("semantic", {}).get("risk", "low"))
+        for snapshot in Step.objects.filter(saga=tx.saga, node__isnull=True).values_list("action_definition", flat=True)
+    ]
+    for node in Node.objects.filter(saga=tx.saga).only("action", "action_version"):
+        pinned = pinned_of(node)
+        risks.append(str(_semantic(pinned).get("risk", "low")))
+    return sum(governance_policy.risk_units(risk) for risk in risks)
+
+
+def facts(tx: Tx, phase: str, pinned: Pinned | None, requested_parallel: int = 0) -> PolicyInput:
+    semantic = _semantic(pinned)
+    return PolicyInput(
+        tenant_id=tx.saga.tenant_id,
+        principal_id=tx.actor.principal_id,
+        principal_type=tx.actor.principal_type,
+        roles=tx.actor.roles,
+        scopes=tx.actor.scopes,
+        phase=phase,
+        action=pinned.action if pinned else "",
+        action_version=pinned.version if pinned else "",
+        action_kind=str(pinned.definition.get("kind", "")) if pinned else "",
+        domain=str(semantic.get("domain", "")),
+        operation=str(semantic.get("operation", "")),
+        resource=str(semantic.get("resource", "")),
+        risk=str(semantic.get("risk", "low")),
+        reversibility=str(semantic.get("reversibility", "unknown")),
+        saga_steps=Step.objects.filter(saga=tx.saga).count(),
+        saga_planned_nodes=Node.objects.filter(saga=tx.saga).count(),
+        saga_risk_units=_risk_units(tx),
+        requested_parallel=requested_parallel,
+    )
+
+
+def decide(
+    tx: Tx, phase: str, pinned: Pinned | None = None, *, node: Node | None = None, requested_parallel: int = 0
+) -> Decision:
+    """Evaluate tenant policy for this phase now and audit it (POLICY_DECISION; nothing with mode none)."""
+    if not active():
+        return governance_policy.evaluate(facts_for_none(tx, phase))
+    subject = facts(tx, phase, pinned, requested_parallel)
+    decision = governance_policy.evaluate(subject)
+    tx.record(
+        E.POLICY_DECISION,
+        node=node,
+        status=decision.effect,
+        data={
+            "decision_id": decision.decision_id,
+            "effect": decision.effect,
+            "reason": decision.reason,
+            "revision": decision.revision,
+            "backend": decision.backend,
+            "matched_rules": list(decision.matched_rules),
+            "budget": decision.budget,
+            "phase": phase,
+            "action": subject.action,
+            "risk": subject.risk,
+            "counters": {
+                "steps": subject.saga_steps,
+                "planned_nodes": subject.saga_planned_nodes,
+                "risk_units": subject.saga_risk_units,
+                "requested_parallel": requested_parallel,
+            },
+        },
+    )
+    return decision
+
+
+def facts_for_none(tx: Tx, phase: str) -> PolicyInput:
+    return PolicyInput(
+        tx.saga.tenant_id, tx.actor.principal_id, tx.actor.principal_type, tx.actor.roles, tx.actor.scopes, phase
+    )
+
+
+def safety_override(tx: Tx, operation: str, node: Node | None = None) -> None:
+    """Rollback and rejection never depend on business policy; the evidence says they bypassed it."""
+    if active():
+        tx.record(
+            E.POLICY_SAFETY_OVERRIDE,
+            node=node,
+            status=operation,
+            data={"operation": operation, "reason": "rollback and rejection are always allowed after RBAC"},
+        )
+
+
+def refusal(decision: Decision, what: str) -> SagaError:
+    source = f"budget {decision.budget}" if decision.budget else (", ".join(decision.matched_rules) or "default")
+    return SagaError(
+        "POLICY_DENIED",
+        f"Tenant policy refused {what}: {decision.reason} ({source}, policy revision {decision.revision}). Nothing "
+        "ran. Do not retry it or work around it: ask an operator of your tenant to change the policy, or plan the "
+        "step for human approval where the policy allows that.",
+        decision_id=decision.decision_id,
+        matched_rules=list(decision.matched_rules),
+        budget=decision.budget,
+    )
