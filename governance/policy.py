@@ -50,9 +50,12 @@ def risk_units(risk: str) -> int:
 
 
 def policy_status(tenant_id: str) -> dict[str, Any]:
+    from governance.kill_switch import engaged
+
+    stopped = engaged(tenant_id) is not None
     policy = engine()
     if policy is not None:
-        return {**policy.status(tenant_id), "kill_switch": False}
+        return {**policy.status(tenant_id), "kill_switch": stopped}
     return {
         "tenant_id": tenant_id,
         "backend": BACKEND_NONE,
@@ -61,5 +64,5 @@ def policy_status(tenant_id: str) -> dict[str, Any]:
         "approval_at_or_above_risk": None,
         "budgets": {},
         "rule_ids": [],
-        "kill_switch": False,
+        "kill_switch": stopped,
     }

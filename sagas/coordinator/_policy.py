@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from audit.models import EventType as E
+from governance import kill_switch
 from governance import policy as governance_policy
 from governance.policy_engine import Decision, PolicyInput
 from registry.errors import RegistryError
@@ -136,4 +137,23 @@ def refusal(decision: Decision, what: str) -> SagaError:
         decision_id=decision.decision_id,
         matched_rules=list(decision.matched_rules),
         budget=decision.budget,
+    )
+
+
+def kill_switch_stop(tx: Tx, what: str, node: Node | None = None) -> SagaError | None:
+    """The refusal (already audited) when a kill switch stops new forward work on this saga, else None."""
+    switch = kill_switch.engaged(tx.saga.tenant_id, tx.saga.id)
+    if switch is None:
+        return None
+    scope = "this saga" if switch.saga_id else f"tenant {switch.tenant_id}"
+    tx.record(
+        E.KILL_SWITCH_REFUSED,
+        node=node,
+        status="refused",
+        data={"scope": "saga" if switch.saga_id else "tenant", "what": what, "engaged_by": switch.engaged_by},
+    )
+    return SagaError(
+        "KILL_SWITCH_ENGAGED",
+        f"The kill switch for {scope} is engaged ({switch.reason!r}, by {switch.engaged_by}); {what} was refused and "
+        "nothing ran. Rollback and rejection still work. Wait for an admin to release the switch, then try again.",
     )

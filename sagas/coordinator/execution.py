@@ -123,7 +123,10 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         _graph.block_dependants(tx, node, f"dependency refused before start: {refusal.code}")
         apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
         return None
-    if not _passes_policy(tx, node, pinned):
+    # The kill switch is checked at the claim itself, so nodes already queued on workers stop too.
+    if _policy.kill_switch_stop(tx, f"running node {node.key or node.id}", node) or not _passes_policy(
+        tx, node, pinned
+    ):
         return None
     fence = node.fence_token + 1
     step = node.step
@@ -436,6 +439,9 @@ def _claim_immediate(actor: Principal, saga_id: object, pinned: _actions.Pinned,
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; executing a step needs ACTIVE. Nothing ran.",
             )
+        if stop := _policy.kill_switch_stop(tx, f"executing {pinned.action}"):
+            tx.refuse(stop)
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         decision = _policy.decide(tx, "execute", pinned)
         if decision.effect != "allow":
             what = f"executing {pinned.action}@{pinned.version} immediately"

@@ -104,6 +104,9 @@ def node_plan(
         deps = _dependencies(tx, depends_on or [])
         if key is not None and (existing := Node.objects.filter(saga=tx.saga, key=key).first()):
             return _replay(existing, pinned, payload, deps)
+        if stop := _policy.kill_switch_stop(tx, f"planning {pinned.action}"):
+            tx.refuse(stop)
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         decision = _policy.decide(tx, "plan", pinned)
         if not decision.allowed:
             tx.refuse(_policy.refusal(decision, f"planning {pinned.action}@{pinned.version}"))

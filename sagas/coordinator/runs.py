@@ -104,6 +104,9 @@ def saga_run_ready(
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; running steps needs ACTIVE. Nothing ran.{hint}",
             )
+        if stop := _policy.kill_switch_stop(tx, "running ready steps"):
+            tx.refuse(stop)
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         decision = _policy.decide(tx, "run", requested_parallel=max_parallel)
         if not decision.allowed:
             tx.refuse(_policy.refusal(decision, f"running saga {tx.saga.id}"))
