@@ -1,7 +1,8 @@
 """Tenant governance: may THIS action, resource and risk happen NOW? (DESIGN.md section 6)
 
-Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgrading never silently restricts) and
-`json` (a schema-validated file, governance.policy_engine). The coordinator calls `evaluate` at plan, execute,
+Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgrading never silently restricts),
+`json` (a schema-validated file, governance.policy_engine), `opa` (an OPA server) and `rego` (the same Rego
+evaluated in-process; governance.policy_rego). The coordinator calls `evaluate` at plan, execute,
 run (per saga and again per node right before its side effect), approve, retry and commit, and audits every
 decision; rollback and rejection are never subject to business policy.
 """
@@ -15,6 +16,9 @@ from typing import Any
 from django.conf import settings
 
 from governance.policy_engine import Decision, JsonPolicy, PolicyInput
+from governance.policy_rego import OpaPolicy, RegoPolicy
+
+PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 
 BACKEND_NONE = "none"
 DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
@@ -23,18 +27,33 @@ _lock = threading.Lock()
 _loaded: dict[str, Any] = {"key": None, "engine": None}
 
 
-def engine() -> JsonPolicy | None:
-    """The configured policy, reloaded when the file changes (an edited policy applies to the next decision)."""
-    if settings.SAGA_POLICY_MODE == BACKEND_NONE:
+def engine() -> PolicyBackend | None:
+    """The configured policy, reloaded when its file or settings change (an edited policy applies at once)."""
+    mode = settings.SAGA_POLICY_MODE
+    if mode == BACKEND_NONE:
         return None
     path = settings.SAGA_POLICY_FILE
-    key = (settings.SAGA_POLICY_MODE, path, os.stat(path).st_mtime_ns)
+    stamp = os.stat(path).st_mtime_ns if mode in ("json", "rego") else None
+    key = (mode, path, stamp, settings.SAGA_OPA_URL, settings.SAGA_OPA_DECISION_PATH)
     with _lock:
         if _loaded["key"] != key:
-            _loaded["engine"] = JsonPolicy.load(path)
+            _loaded["engine"] = _build(mode, path)
             _loaded["key"] = key
-        found: JsonPolicy = _loaded["engine"]
+        found: PolicyBackend = _loaded["engine"]
         return found
+
+
+def _build(mode: str, path: str) -> PolicyBackend:
+    if mode == "json":
+        return JsonPolicy.load(path)
+    if mode == "rego":
+        return RegoPolicy(path, settings.SAGA_OPA_DECISION_PATH)
+    return OpaPolicy(
+        settings.SAGA_OPA_URL,
+        settings.SAGA_OPA_DECISION_PATH,
+        token_env=settings.SAGA_OPA_TOKEN_ENV,
+        timeout=settings.SAGA_OPA_TIMEOUT_SECONDS,
+    )
 
 
 def evaluate(facts: PolicyInput) -> Decision:

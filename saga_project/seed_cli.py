@@ -9,7 +9,8 @@ import argparse
 import os
 import sys
 
-UNAVAILABLE_POLICY_MODES = ("opa", "rego")
+# Every policy mode of the old server is available now; kept for callers that check this list.
+UNAVAILABLE_POLICY_MODES: tuple[str, ...] = ()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,9 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     store.add_argument("--database", help="SQLite file (single node).")
     store.add_argument("--postgres-dsn", help="PostgreSQL DSN (several replicas).")
     parser.add_argument("--actions", help="Action registry file loaded at start-up.")
-    parser.add_argument("--policy-mode", choices=["none", "json", *UNAVAILABLE_POLICY_MODES], default="none")
+    parser.add_argument("--policy-mode", choices=["none", "json", "rego", "opa"], default="none")
     parser.add_argument("--policy-file")
     parser.add_argument("--policy-opa-url")
+    parser.add_argument("--policy-opa-decision-path", default="semantic_saga/decision")
+    parser.add_argument("--policy-opa-token-env", help="Name of the environment variable holding OPA's token.")
     parser.add_argument("--worker-id")
     parser.add_argument("--otel-endpoint", help="OTLP/HTTP endpoint (sets OTEL_EXPORTER_OTLP_ENDPOINT).")
     return parser
@@ -49,6 +52,11 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         env["SAGA_POLICY_MODE"] = args.policy_mode
     if args.policy_file:
         env["SAGA_POLICY_FILE"] = os.path.abspath(args.policy_file)
+    if args.policy_opa_url:
+        env["SAGA_OPA_URL"] = args.policy_opa_url
+        env["SAGA_OPA_DECISION_PATH"] = args.policy_opa_decision_path
+    if args.policy_opa_token_env:
+        env["SAGA_OPA_TOKEN_ENV"] = args.policy_opa_token_env
     if args.worker_id:
         env["SAGA_WORKER_ID"] = args.worker_id
     if args.otel_endpoint:
@@ -59,11 +67,6 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    if args.policy_mode in UNAVAILABLE_POLICY_MODES:
-        sys.exit(
-            f"semantic-saga-mcp: --policy-mode {args.policy_mode} is not available in this version yet; run with "
-            "--policy-mode json --policy-file <file> (or none) and see docs/policy_governance.md."
-        )
     if args.otel_endpoint:
         print(
             "semantic-saga-mcp: note: trace export is configured through OTEL_EXPORTER_OTLP_ENDPOINT; this version "

@@ -228,15 +228,22 @@ if SAGA_A2A_CARD_MAX_AGE_SECONDS < 0:
 
 # --- governance -------------------------------------------------------------------------------------------------
 
-# none: no business policy (the default; upgrading never silently restricts); json: SAGA_POLICY_FILE.
+# none: no business policy (the default; upgrading never silently restricts); json: SAGA_POLICY_FILE (JSON);
+# rego: SAGA_POLICY_FILE (Rego, evaluated in-process); opa: an OPA server at SAGA_OPA_URL.
 SAGA_POLICY_MODE: str = env.str("SAGA_POLICY_MODE", default="none")
 SAGA_POLICY_FILE: str = env.str("SAGA_POLICY_FILE", default="")
-if SAGA_POLICY_MODE not in ("none", "json"):
-    raise ImproperlyConfigured(
-        f"SAGA_POLICY_MODE must be none or json (got {SAGA_POLICY_MODE!r}); opa and rego are not available yet."
-    )
-if SAGA_POLICY_MODE == "json" and not SAGA_POLICY_FILE:
-    raise ImproperlyConfigured("SAGA_POLICY_MODE=json needs SAGA_POLICY_FILE=<path to the policy file>.")
+SAGA_OPA_URL: str = env.str("SAGA_OPA_URL", default="")
+SAGA_OPA_DECISION_PATH: str = env.str("SAGA_OPA_DECISION_PATH", default="semantic_saga/decision")
+# Name of the environment variable holding OPA's bearer token (the token itself never sits in settings).
+SAGA_OPA_TOKEN_ENV: str = env.str("SAGA_OPA_TOKEN_ENV", default="")
+# OPA is asked before side effects; a slow answer delays them, no answer fails closed after this long.
+SAGA_OPA_TIMEOUT_SECONDS: float = env.float("SAGA_OPA_TIMEOUT_SECONDS", default=2.0)
+if SAGA_POLICY_MODE not in ("none", "json", "rego", "opa"):
+    raise ImproperlyConfigured(f"SAGA_POLICY_MODE must be none, json, rego or opa (got {SAGA_POLICY_MODE!r}).")
+if SAGA_POLICY_MODE in ("json", "rego") and not SAGA_POLICY_FILE:
+    raise ImproperlyConfigured(f"SAGA_POLICY_MODE={SAGA_POLICY_MODE} needs SAGA_POLICY_FILE=<path to the policy file>.")
+if SAGA_POLICY_MODE == "opa" and not SAGA_OPA_URL:
+    raise ImproperlyConfigured("SAGA_POLICY_MODE=opa needs SAGA_OPA_URL (e.g. http://127.0.0.1:8181).")
 
 # --- Celery and beat ---------------------------------------------------------------------------------------------
 

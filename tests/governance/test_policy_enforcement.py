@@ -157,3 +157,16 @@ def test_no_input_value_appears_in_a_decision_event(
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
     dumped = json.dumps(_decisions(saga.id))
     assert _decisions(saga.id) and "4242-SECRET-CARD" not in dumped
+
+
+def test_rego_mode_gates_like_the_json_example(settings: Any, operator: Principal, downstream: RecordingHTTPServer):
+    settings.SAGA_POLICY_MODE = "rego"
+    settings.SAGA_POLICY_FILE = str(Path(__file__).resolve().parents[2] / "examples" / "policy.rego")
+    contract = http_contract("wire", downstream.url)
+    contract["semantic"]["risk"] = "high"
+    register(contract)
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="wire", input={})
+    assert node.status == NodeStatus.WAITING_APPROVAL
+    decision = _decisions(saga.id)[-1]
+    assert decision["backend"] == "rego" and decision["matched_rules"] == ["threshold:high"]
