@@ -238,6 +238,12 @@ SAGA_OPA_DECISION_PATH: str = env.str("SAGA_OPA_DECISION_PATH", default="semanti
 SAGA_OPA_TOKEN_ENV: str = env.str("SAGA_OPA_TOKEN_ENV", default="")
 # OPA is asked before side effects; a slow answer delays them, no answer fails closed after this long.
 SAGA_OPA_TIMEOUT_SECONDS: float = env.float("SAGA_OPA_TIMEOUT_SECONDS", default=2.0)
+# An approval request not decided within this many seconds counts as rejected (0 = requests never expire).
+SAGA_APPROVAL_TTL_SECONDS: int = env.int("SAGA_APPROVAL_TTL_SECONDS", default=0)
+# Whoever planned a node may not approve it (the four-eyes rule).
+SAGA_APPROVAL_SEPARATION_OF_DUTIES: bool = env.bool("SAGA_APPROVAL_SEPARATION_OF_DUTIES", default=False)
+if SAGA_APPROVAL_TTL_SECONDS < 0:
+    raise ImproperlyConfigured(f"SAGA_APPROVAL_TTL_SECONDS must be 0 or more (got {SAGA_APPROVAL_TTL_SECONDS}).")
 if SAGA_POLICY_MODE not in ("none", "json", "rego", "opa"):
     raise ImproperlyConfigured(f"SAGA_POLICY_MODE must be none, json, rego or opa (got {SAGA_POLICY_MODE!r}).")
 if SAGA_POLICY_MODE in ("json", "rego") and not SAGA_POLICY_FILE:

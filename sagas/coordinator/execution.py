@@ -122,6 +122,8 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         tx.transition(node, N.FAILED, event=E.NODE_FAILED, error=refusal.as_dict())
         _graph.block_dependants(tx, node, f"dependency refused before start: {refusal.code}")
         apply_failure_mode(tx, _failure_mode_of(node), refusal.as_dict())
+        if tx.saga.status == SagaStatus.FAILED and executing_count(tx.saga) == 0:
+            nudge_rollback(tx.saga.id)  # nothing else is in flight to start the unwinding when it ends
         return None
     # The kill switch is checked at the claim itself, so nodes already queued on workers stop too.
     if _policy.kill_switch_stop(tx, f"running node {node.key or node.id}", node) or not _passes_policy(

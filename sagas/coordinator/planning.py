@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
+from audit.models import AuditEvent
 from audit.models import EventType as E
+from governance.errors import Forbidden, ServiceError
 from governance.identity import Principal
 from governance.rbac import authorize
 from sagas.coordinator import _actions, _graph, _policy
@@ -152,11 +156,13 @@ def _create_node(
 
 
 def request_approval(tx: Tx, node: Node, requested_by: str) -> Approval:
+    ttl = settings.SAGA_APPROVAL_TTL_SECONDS
     approval = Approval.objects.create(
         node=node,
         requested_by=requested_by,
         definition_hash=node.action_definition_hash,
         input_digest=_actions.input_digest(node.input),
+        expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
     )
     tx.record(
         E.APPROVAL_REQUESTED,
@@ -190,6 +196,12 @@ def node_approve(
                 "NODE_NOT_WAITING_APPROVAL",
                 f"Node {node.key or node.id} is {node.status}, not waiting for approval. Nothing was changed.",
             )
+        if approved and approval.expires_at and approval.expires_at <= timezone.now():
+            _expire(tx, node, approval)
+            return node
+        if approved and (refusal := _duty_conflict(tx, node)):
+            tx.refuse(refusal)
+            return node
         if not approved:
             _policy.safety_override(tx, "reject", node)
         elif not (decision := _policy.decide(tx, "approve", _policy.pinned_of(node), node=node)).allowed:
@@ -209,11 +221,44 @@ def node_approve(
     return node
 
 
-def _reject(tx: Tx, node: Node) -> None:
+def _expire(tx: Tx, node: Node, approval: Approval) -> None:
+    """An approval decided too late counts as a rejection: the work may no longer be wanted as planned."""
+    Approval.objects.filter(pk=approval.pk).update(status=ApprovalStatus.EXPIRED, decided_at=timezone.now())
+    tx.record(E.APPROVAL_EXPIRED, node=node, status=ApprovalStatus.EXPIRED, data={"approval_id": str(approval.id)})
+    _reject(tx, node, code="APPROVAL_EXPIRED", why="its approval request expired before anyone decided")
+    tx.refuse(
+        InvalidTransition(
+            "APPROVAL_EXPIRED",
+            f"The approval request for node {node.key or node.id} expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} "
+            "UTC and counts as rejected; nothing ran and the saga waits in RECOVERY_REQUIRED. Retry the node to "
+            "request a fresh approval, or roll the saga back.",
+        )
+    )
+
+
+def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
+    """With separation of duties on, whoever planned a node may not approve it."""
+    if not settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES:
+        return None
+    planner = (
+        AuditEvent.objects.filter(saga_id=tx.saga.id, node_id=str(node.id), event_type=E.NODE_PLANNED)
+        .values_list("actor_principal_id", flat=True)
+        .first()
+    )
+    if planner != tx.actor.principal_id:
+        return None
+    return Forbidden(
+        "SEPARATION_OF_DUTIES",
+        f"{tx.actor.principal_id} planned node {node.key or node.id} and so may not approve it (separation of "
+        "duties). Nothing was changed. Ask another operator of your tenant to approve it.",
+    )
+
+
+def _reject(tx: Tx, node: Node, *, code: str = "APPROVAL_REJECTED", why: str = "its approval was rejected") -> None:
     error = {
-        "code": "APPROVAL_REJECTED",
-        "message": f"Approval for node {node.key or node.id} was rejected; it did not run. Retry the node to "
-        "request approval again, or roll the saga back.",
+        "code": code,
+        "message": f"Node {node.key or node.id} did not run: {why}. Retry the node to request approval again, or "
+        "roll the saga back.",
         "node_id": str(node.id),
     }
     tx.transition(node, N.REJECTED, error=error)

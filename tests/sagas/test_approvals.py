@@ -5,6 +5,7 @@ import json
 import pytest
 
 from audit.models import AuditEvent
+from governance.errors import Forbidden
 from governance.identity import Principal
 from sagas import coordinator
 from sagas.errors import SagaError
@@ -77,3 +78,52 @@ def test_approving_a_node_that_is_not_waiting_is_refused(operator: Principal, do
     with pytest.raises(SagaError) as refused:
         coordinator.node_approve(actor=operator, saga_id=saga.id, node_id=node.id)
     assert refused.value.code == "NODE_NOT_WAITING_APPROVAL"
+
+
+def test_expired_approval_request_counts_as_rejected(
+    operator: Principal, approver: Principal, downstream: RecordingHTTPServer, settings: object
+):
+    # given approval requests that expire at once
+    settings.SAGA_APPROVAL_TTL_SECONDS = 1  # type: ignore[attr-defined]
+    register(http_contract("wire", downstream.url, approval_required=True))
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="wire", input={})
+    Approval.objects.filter(node=node).update(expires_at="2000-01-01T00:00:00Z")  # the deadline passed
+    # when someone approves too late
+    with pytest.raises(SagaError) as refused:
+        coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id)
+    # then nothing runs: the node is rejected, the saga waits, and a retry asks again
+    assert refused.value.code == "APPROVAL_EXPIRED"
+    node.refresh_from_db()
+    assert node.status == NodeStatus.REJECTED and node.error["code"] == "APPROVAL_EXPIRED"
+    assert Approval.objects.get(node=node).status == ApprovalStatus.EXPIRED
+    saga.refresh_from_db()
+    assert saga.status == SagaStatus.RECOVERY_REQUIRED
+    coordinator.node_retry(actor=operator, saga_id=saga.id, node_id=node.id)
+    assert Approval.objects.filter(node=node, status=ApprovalStatus.PENDING).get().expires_at is not None
+
+
+def test_separation_of_duties_keeps_the_planner_from_approving(
+    operator: Principal, approver: Principal, downstream: RecordingHTTPServer, settings: object
+):
+    settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES = True  # type: ignore[attr-defined]
+    register(http_contract("wire", downstream.url, approval_required=True))
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="wire", input={})
+    with pytest.raises(Forbidden) as refused:
+        coordinator.node_approve(actor=operator, saga_id=saga.id, node_id=node.id)
+    assert refused.value.code == "SEPARATION_OF_DUTIES" and "another operator" in refused.value.message
+    assert coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id).status == NodeStatus.READY
+
+
+def test_an_approval_binds_the_planned_input(operator: Principal, approver: Principal, downstream: RecordingHTTPServer):
+    # given an approved node whose stored input is changed behind the coordinator's back
+    register(http_contract("wire", downstream.url, approval_required=True))
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="wire", input={"amount": "10"})
+    coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id)
+    Node.objects.filter(pk=node.pk).update(input={"amount": "10000"})
+    # when it runs, the approval no longer matches what would be sent: nothing runs
+    coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
+    node.refresh_from_db()
+    assert downstream.requests == [] and node.error["code"] == "APPROVAL_NOT_BINDING"
