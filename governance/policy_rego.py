@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 from regopy import Interpreter
 
-from governance.policy_engine import Decision, PolicyFileError, PolicyInput
+from governance.policy_engine import DEFAULT_RISK_WEIGHTS, Decision, PolicyFileError, PolicyInput
 
 EFFECTS = frozenset({"allow", "deny", "require_approval"})
 
@@ -45,7 +45,33 @@ def fail_closed(backend: str, revision: str | None, why: str) -> Decision:
     )
 
 
-class RegoPolicy:
+class _PolicyAsCode:
+    """What Rego and OPA share: risk weights are the defaults (the policy owns its own budgets) and the status
+    names where decisions come from instead of listing rules."""
+
+    backend = ""
+    revision: str | None = None
+
+    def risk_units(self, risk: str) -> int:
+        return DEFAULT_RISK_WEIGHTS.get(risk, 0)
+
+    def source(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def status(self, tenant_id: str) -> dict[str, Any]:
+        return {
+            "tenant_id": tenant_id,
+            "backend": self.backend,
+            "revision": self.revision,
+            "default_effect": None,
+            "approval_at_or_above_risk": None,
+            "budgets": {},
+            "rule_ids": [],
+            **self.source(),
+        }
+
+
+class RegoPolicy(_PolicyAsCode):
     """A Rego file evaluated in this process (no OPA server needed)."""
 
     backend = "rego"
@@ -53,15 +79,15 @@ class RegoPolicy:
     def __init__(self, path: str | Path, decision_path: str) -> None:
         self.path = Path(path)
         try:
-            self.source = self.path.read_text(encoding="utf-8")
+            self.text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError as exc:
             raise PolicyFileError(message=f"Rego policy {path} does not exist. Set SAGA_POLICY_FILE to it.") from exc
-        self.revision = "sha256:" + hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        self.revision = "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()[:12]
         self.query = "data." + decision_path.strip("/").replace("/", ".")
         self._lock = threading.Lock()  # one interpreter, one input at a time
         self._interpreter = Interpreter()
         try:
-            self._interpreter.add_module(self.path.stem, self.source)
+            self._interpreter.add_module(self.path.stem, self.text)
             self._interpreter.set_input({})
             self._interpreter.query(self.query)
         except Exception as exc:  # regopy raises its own error types for syntax and type errors
@@ -81,25 +107,11 @@ class RegoPolicy:
             return fail_closed(self.backend, self.revision, f"{self.query} is undefined for this input")
         return decision_from_result(expressions[0], backend=self.backend, revision=self.revision)
 
-    def risk_units(self, risk: str) -> int:
-        from governance.policy_engine import DEFAULT_RISK_WEIGHTS
-
-        return DEFAULT_RISK_WEIGHTS.get(risk, 0)
-
-    def status(self, tenant_id: str) -> dict[str, Any]:
-        return {
-            "tenant_id": tenant_id,
-            "backend": self.backend,
-            "revision": self.revision,
-            "default_effect": None,
-            "approval_at_or_above_risk": None,
-            "budgets": {},
-            "rule_ids": [],
-            "decision_query": self.query,
-        }
+    def source(self) -> dict[str, str]:
+        return {"decision_query": self.query}
 
 
-class OpaPolicy:
+class OpaPolicy(_PolicyAsCode):
     """An OPA server's Data API: POST {url}/v1/data/{decision path} with {"input": facts}."""
 
     backend = "opa"
@@ -108,7 +120,7 @@ class OpaPolicy:
         self.endpoint = f"{url.rstrip('/')}/v1/data/{decision_path.strip('/')}"
         self.token_env = token_env
         self.timeout = timeout
-        self.revision: str | None = None
+        self.revision = None
 
     def evaluate(self, facts: PolicyInput) -> Decision:
         headers = {}
@@ -127,19 +139,5 @@ class OpaPolicy:
             return fail_closed(self.backend, None, "the OPA decision is undefined for this input")
         return decision_from_result(body["result"], backend=self.backend, revision=None)
 
-    def risk_units(self, risk: str) -> int:
-        from governance.policy_engine import DEFAULT_RISK_WEIGHTS
-
-        return DEFAULT_RISK_WEIGHTS.get(risk, 0)
-
-    def status(self, tenant_id: str) -> dict[str, Any]:
-        return {
-            "tenant_id": tenant_id,
-            "backend": self.backend,
-            "revision": None,
-            "default_effect": None,
-            "approval_at_or_above_risk": None,
-            "budgets": {},
-            "rule_ids": [],
-            "decision_endpoint": self.endpoint,
-        }
+    def source(self) -> dict[str, str]:
+        return {"decision_endpoint": self.endpoint}
