@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
 os.environ.setdefault("DEBUG", "true")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 
@@ -36,8 +36,15 @@ def populate(events: int, sagas: int) -> list[uuid.UUID]:
     for saga_id in ids:
         for start in range(0, per_saga, BATCH):
             drafts = [
-                EventDraft("STEP_COMPLETED", "bench", "service", action="noop", action_version="1.0.0",
-                           status="COMPLETED", data={"attempt": 1, "n": start + i})
+                EventDraft(
+                    "STEP_COMPLETED",
+                    "bench",
+                    "service",
+                    action="noop",
+                    action_version="1.0.0",
+                    status="COMPLETED",
+                    data={"attempt": 1, "n": start + i},
+                )
                 for i in range(min(BATCH, per_saga - start))
             ]
             with transaction.atomic(durable=True):
@@ -58,8 +65,10 @@ def main() -> None:
     run = verify(events_for(tenant="bench"))
     took = time.perf_counter() - started
     assert not run.broken and run.events == args.events - args.events % args.sagas
-    print(f"wrote {run.events} events in {written:.1f}s; verified {len(run.chains)} chains, {run.events} events "
-          f"in {took:.2f}s ({run.events / took:,.0f} events/s)")
+    print(
+        f"wrote {run.events} events in {written:.1f}s; verified {len(run.chains)} chains, {run.events} events "
+        f"in {took:.2f}s ({run.events / took:,.0f} events/s)"
+    )
 
 
 if __name__ == "__main__":
