@@ -1,7 +1,7 @@
 """The one ASGI app: a Starlette router outside (it owns the lifespan), Django mounted last.
 
-MCP is served at /mcp (A2A joins later); see ../shared/PROTOCOLS.md section 2 for why Django cannot be the
-outermost app (it refuses lifespan scopes).
+MCP is served at /mcp, A2A at /a2a (its public card at /.well-known/agent-card.json); see ../shared/PROTOCOLS.md
+section 2 for why Django cannot be the outermost app (it refuses lifespan scopes).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from sagas.protocols.a2a_http import build_http_app as build_a2a_app
 from sagas.protocols.mcp_http import build_http_app
 
 logger = logging.getLogger("saga_project.asgi")
@@ -55,6 +56,7 @@ class PerRequestThread:
 
 
 mcp_endpoint, mcp_server = build_http_app()
+a2a = build_a2a_app()
 
 
 @contextlib.asynccontextmanager
@@ -68,7 +70,12 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     try:
         # The MCP session manager must run for the app's lifetime; mounted apps get no lifespan of their own.
         async with mcp_server.session_manager.run():
-            yield
+            try:
+                yield
+            finally:
+                # The SDK tracks running A2A commands in-process: stop them with the process instead of leaving
+                # orphaned asyncio tasks. A saga caught mid-step is the coordinator's to recover, as after a crash.
+                await a2a.handler.aclose()
     finally:
         if sweeper is not None:
             sweeper.stop()
@@ -86,6 +93,9 @@ application = Starlette(
     # Django is typed with its own ASGI protocol; at runtime it is a plain ASGI callable.
     routes=[
         Route("/mcp", endpoint=PerRequestThread(mcp_endpoint)),  # path passed through unchanged (no 307 to /mcp/)
+        *a2a.public_routes,  # the agent card: no authentication
+        Route("/a2a", endpoint=PerRequestThread(a2a.rpc_endpoint)),
+        Route("/a2a/", endpoint=PerRequestThread(a2a.rpc_endpoint)),  # peers that append a slash are served too
         *_static_mount(),
         Mount("/", app=django_app),  # type: ignore[arg-type]
     ],

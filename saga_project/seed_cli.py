@@ -9,9 +9,6 @@ import argparse
 import os
 import sys
 
-# Every policy mode of the old server is available now; kept for callers that check this list.
-UNAVAILABLE_POLICY_MODES: tuple[str, ...] = ()
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

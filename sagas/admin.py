@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
-from sagas.models import Approval, Checkpoint, Node, Saga, Step
+from sagas.models import A2ATask, Approval, Checkpoint, Node, Saga, Step
 
 
 class ReadOnlyAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin):  # type: ignore[type-arg]
@@ -70,3 +70,14 @@ class ApprovalAdmin(ReadOnlyAdmin):
 class CheckpointAdmin(ReadOnlyAdmin):
     list_display = ("id", "saga", "name", "principal_id", "created_at")
     raw_id_fields = ("saga",)
+
+
+@admin.register(A2ATask)
+class A2ATaskAdmin(ReadOnlyAdmin):
+    """A2A protocol tasks (the peers' handles on their commands); find a saga's tasks by searching its id."""
+
+    tenant_field = "tenant_id"
+    list_display = ("id", "operation", "state", "saga_id", "context_id", "updated_at")
+    list_filter = ("state", "operation")
+    search_fields = ("=id", "=saga_id", "=context_id")
+    ordering = ("-updated_at", "-id")

@@ -212,3 +212,37 @@ class Checkpoint(models.Model):
 
     def __str__(self) -> str:
         return f"checkpoint {self.name}"
+
+
+class A2ATask(models.Model):
+    """An A2A protocol task: a peer's handle on one command, kept for the SDK's TaskStore interface
+    (sagas.protocols.a2a_tasks). The protobuf Task is stored whole as protobuf-JSON in `task`; the columns beside
+    it serve lookups and the admin. Distinct from a saga: the task id is the protocol-level handoff, saga_id the
+    transactional handle (one saga is usually driven by many tasks).
+
+    Tasks are tenant-scoped: every peer of a tenant may read the tenant's tasks, other tenants never see them.
+    """
+
+    id = models.CharField(primary_key=True, max_length=100)  # the SDK's task id (a UUID it generates)
+    tenant_id = models.CharField(max_length=200)
+    context_id = models.CharField(max_length=200)
+    state = models.CharField(max_length=40)  # TaskState name, e.g. TASK_STATE_COMPLETED
+    operation = models.CharField(max_length=40, blank=True, default="")  # the command's operation, for operators
+    saga_id = models.CharField(max_length=100, blank=True, default="")  # the saga it acted on, when there is one
+    task = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    # The task status's own timestamp: ListTasks orders and pages on it, as the protocol defines.
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # Serves ListTasks: a tenant's tasks, newest first, keyset-paginated on (updated_at, id).
+            models.Index(fields=["tenant_id", "-updated_at", "-id"], name="a2a_task_tenant_updated_idx"),
+            # Serves ListTasks filtered by contextId (a peer's conversation).
+            models.Index(fields=["tenant_id", "context_id", "-updated_at"], name="a2a_task_tenant_context_idx"),
+            # Serves ListTasks filtered by status.
+            models.Index(fields=["tenant_id", "state", "-updated_at"], name="a2a_task_tenant_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"A2A task {self.id} {self.operation} ({self.state})"

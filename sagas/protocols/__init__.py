@@ -1,4 +1,4 @@
-"""Protocol surfaces (MCP now; A2A and REST join them): thin translations into the coordinator.
+"""Protocol surfaces (MCP and A2A; REST joins them): thin translations into the coordinator.
 
 Invariants:
 - authentication happens once per request, before the protocol layer, and yields one Principal
@@ -9,5 +9,5 @@ Invariants:
   event loop on the request's own thread and closes its connections (orm.py);
 - domain refusals (governance.errors.ServiceError) are answered in-band; malformed requests are refused before
   anything is created.
-Tests: tests/protocols/test_mcp_*.py.
+Tests: tests/protocols/test_mcp_*.py, tests/protocols/test_a2a_*.py.
 """

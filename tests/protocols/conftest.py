@@ -21,8 +21,9 @@ TOKENS = {
     "alice-operator-acme-token": {"principal_id": "alice", "tenant_id": "acme", "roles": ["operator"]},
     "vera-viewer-acme-token-01": {"principal_id": "vera", "tenant_id": "acme", "roles": ["viewer"]},
     "mallory-operator-globex-01": {"principal_id": "mallory", "tenant_id": "globex", "roles": ["operator"]},
+    "bob-operator-acme-token-02": {"principal_id": "bob", "tenant_id": "acme", "roles": ["operator"]},
 }
-ALICE, VERA, MALLORY = list(TOKENS)
+ALICE, VERA, MALLORY, BOB = list(TOKENS)
 DEMO_TOKEN = "demo-payments-token"  # the example actions send it to examples/demo_service.py
 
 
@@ -46,10 +47,19 @@ def _committed_db(transactional_db: None) -> None:
 def server(
     django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
-    workdir = tmp_path_factory.mktemp("server")
+    running = start_server(tmp_path_factory.mktemp("server"))
+    try:
+        yield running
+    finally:
+        running.proc.terminate()
+        running.proc.wait(timeout=30)
+
+
+def start_server(workdir: Path, port: int | None = None) -> RunningServer:
+    """`semantic-saga serve` on the test database with TOKENS; returns once /healthz answers. The caller stops it."""
     tokens = workdir / "tokens.json"
     tokens.write_text(json.dumps({"tokens": TOKENS}))
-    port = free_port()
+    port = port or free_port()
     env = {
         **os.environ,
         "DATABASE_URL": shared_database_url(),
@@ -60,7 +70,7 @@ def server(
         "PAYMENTS_TOKEN": DEMO_TOKEN,
     }
     log = workdir / "serve.log"
-    with log.open("wb") as out:
+    with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"],
             cwd=ROOT,
@@ -69,12 +79,13 @@ def server(
             stderr=subprocess.STDOUT,
         )
     running = RunningServer(f"http://127.0.0.1:{port}", proc, log)
-    _wait_healthy(running)
     try:
-        yield running
-    finally:
+        _wait_healthy(running)
+    except BaseException:
         proc.terminate()
         proc.wait(timeout=30)
+        raise
+    return running
 
 
 def _wait_healthy(running: RunningServer) -> None:

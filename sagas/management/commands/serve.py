@@ -1,4 +1,4 @@
-"""`semantic-saga serve`: the one ASGI app (admin, /healthz; MCP and A2A join later) under uvicorn."""
+"""`semantic-saga serve`: the one ASGI app (MCP at /mcp, A2A at /a2a and its card, admin, /healthz) under uvicorn."""
 
 from __future__ import annotations
 
@@ -27,7 +27,9 @@ def _is_loopback(host: str) -> bool:
 
 
 class Command(BaseCommand):
-    help = "Serve Semantic Saga (admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
+    help = (
+        "Serve Semantic Saga (MCP, A2A, admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1).")

@@ -1,0 +1,242 @@
+"""The A2A surface: structured commands from peer agents, answered as durable tasks.
+
+A command is one A2A message with exactly one data part, `{"operation": ..., <that operation's fields>}`. The
+operation table maps each operation onto its MCP tool (sagas.protocols.mcp_tools): the same strict arguments model,
+the same handler, the same RBAC operation, the same result. Natural language is never executed.
+
+- A malformed command is refused before any task exists (JSON-RPC -32602, raised from the request context builder
+  in a2a_http), with a message naming every problem.
+- Success completes the task with one artifact `semantic-saga-result`: one application/json data part holding the
+  dict the MCP tool returns.
+- A refusal (ServiceError: authorization, a domain rule, "Saga not found") completes the task as REJECTED with the
+  reason; an unexpected error marks it FAILED, exposing only the error type.
+- `begin` records `_interop` {protocol, version, context_id, task_id} in the saga's metadata.
+- A task is never cancelled: a side effect is not interrupted halfway; `rollback` compensates instead.
+
+Transport (JSON-RPC framing, the version header, task persistence and retrieval) belongs to the a2a-sdk.
+Tests: tests/protocols/test_a2a_*.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from a2a.helpers import new_data_part, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
+from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from asgiref.sync import ThreadSensitiveContext
+from google.protobuf.json_format import MessageToDict
+from google.protobuf.timestamp_pb2 import Timestamp
+from pydantic import ValidationError
+
+from governance.errors import Forbidden, ServiceError
+from governance.identity import Principal
+from governance.rbac import authorize
+from sagas.protocols.a2a_tasks import principal_of
+from sagas.protocols.mcp_tools import TOOLS, Args, BeginArgs, Tool
+from sagas.protocols.orm import run_orm
+
+logger = logging.getLogger("sagas.protocols.a2a")
+
+PROTOCOL_VERSION = "1.0"
+RESULT_ARTIFACT = "semantic-saga-result"
+JSON_MEDIA_TYPE = "application/json"
+# The SDK client and most peers send contextId as a UUID; the bound keeps the indexed column's size honest.
+MAX_CONTEXT_ID_LENGTH = 200
+
+# operation -> its MCP tool. Each operation's name is also its RBAC operation (governance.rbac.OPERATIONS).
+OPERATIONS: dict[str, Tool] = {
+    operation: TOOLS[tool]
+    for operation, tool in {
+        "begin": "begin_saga",
+        "execute": "execute_saga_step",
+        "plan": "plan_saga_step",
+        "run": "run_ready_steps",
+        "approve": "approve_saga_step",
+        "retry": "retry_saga_step",
+        "checkpoint": "checkpoint_saga",
+        "commit": "commit_saga",
+        "rollback": "rollback_saga",
+        "get": "get_saga",
+        "timeline": "get_saga_timeline",
+        "audit": "get_audit_events",
+        "verify_audit": "verify_audit_chain",
+        "list_actions": "list_actions",
+        "get_action": "get_action",
+        "policy_status": "get_policy_status",
+        "policy_decisions": "get_policy_decisions",
+        "list_sagas": "list_sagas",
+    }.items()
+}
+
+CANCEL_REFUSAL = (
+    "A2A tasks are not cancelable: Semantic Saga never interrupts a side effect halfway (it could leave the outside "
+    'world changed with no record of it). To undo a saga\'s work, send {{"operation": "rollback", "saga_id": '
+    '"<saga id>"}}: it compensates every completed step, newest first. Task {task_id} is unchanged.'
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    operation: str
+    tool: Tool
+    args: Args
+
+
+# --- parsing (before any task exists) -----------------------------------------------------------------------------
+
+
+def parse_command(message: Message | None) -> Command:
+    """The message's one data part as a validated command; InvalidParamsError (-32602) names what is wrong."""
+    if message is None:
+        raise _invalid("the request has no message")
+    if len(message.context_id) > MAX_CONTEXT_ID_LENGTH:
+        raise _invalid(f"contextId is longer than {MAX_CONTEXT_ID_LENGTH} characters")
+    body = _command_object(list(message.parts))
+    operation = body.pop("operation", None)
+    if operation is None:
+        raise _invalid(f"the data part has no 'operation' (one of: {', '.join(OPERATIONS)})")
+    if not isinstance(operation, str) or operation not in OPERATIONS:
+        raise _invalid(f"unknown operation {operation!r} (one of: {', '.join(OPERATIONS)})")
+    tool = OPERATIONS[operation]
+    try:
+        args = tool.args.model_validate(body)
+    except ValidationError as error:
+        problems = [_problem(tool, e) for e in error.errors(include_url=False)]
+        raise _invalid(
+            f"{operation}: {'; '.join(p['message'] for p in problems)}",
+            errors=problems,
+        ) from None
+    return Command(operation, tool, args)
+
+
+def _command_object(parts: list[Part]) -> dict[str, Any]:
+    if len(parts) != 1:
+        raise _invalid(f"a command is exactly one data part, and this message has {len(parts)} parts")
+    kind = parts[0].WhichOneof("content")
+    if kind == "text":
+        raise _invalid("text parts are not accepted: Semantic Saga never executes natural language")
+    if kind != "data":
+        raise _invalid(f"a {kind or 'empty'} part is not a command; send one data part")
+    if parts[0].data.WhichOneof("kind") != "struct_value":
+        raise _invalid("the data part must be a JSON object")
+    body: dict[str, Any] = _whole_numbers(MessageToDict(parts[0].data.struct_value))
+    return body
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Protobuf's Value carries every JSON number as a double, so a peer's `4` arrives as `4.0`: whole floats become
+    ints again (everywhere, so an action's input reads as the peer wrote it). A non-whole float stays a float and a
+    strict integer field refuses it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _whole_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(item) for item in value]
+    return value
+
+
+def _problem(tool: Tool, error: Any) -> dict[str, str]:
+    field = ".".join(str(part) for part in error["loc"]) or "(command)"
+    if error["type"] == "extra_forbidden":
+        allowed = ", ".join(["operation", *tool.args.model_fields])
+        message = f"{field}: unknown field (this operation takes: {allowed})"
+    elif error["type"] == "missing":
+        message = f"{field}: required field missing"
+    elif error["type"] == "int_type" and isinstance(error.get("input"), float):
+        message = f"{field}: must be a whole number (got {error['input']})"
+    else:
+        message = f"{field}: {error['msg']}"
+    return {"field": field, "message": message}
+
+
+def _invalid(problem: str, **data: Any) -> InvalidParamsError:
+    return InvalidParamsError(
+        message=f"Invalid Semantic Saga command: {problem}. Nothing was created. Send one data part such as "
+        '{"operation": "begin", "metadata": {}}; the agent card\'s skills list the operations and examples.',
+        data=data or None,
+    )
+
+
+# --- execution ------------------------------------------------------------------------------------------------------
+
+
+class SagaAgentExecutor(AgentExecutor):
+    """Runs one validated command as one ORM unit off the event loop and settles its task."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        command = parse_command(context.message)  # validated by the request context builder; cannot fail here
+        principal = principal_of(context.call_context)
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        # The task comes first: the tenant's peers can read it (WORKING) while the command runs.
+        history = [context.message] if context.message is not None else []
+        status = TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=_now())
+        await event_queue.enqueue_event(Task(id=task_id, context_id=context_id, status=status, history=history))
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        args = command.args
+        if isinstance(args, BeginArgs):
+            interop = {"protocol": "a2a", "version": PROTOCOL_VERSION, "context_id": context_id, "task_id": task_id}
+            args = args.model_copy(update={"metadata": {**args.metadata, "_interop": interop}})
+        try:
+            result = await _on_a_thread_of_its_own(run_command, command.tool, principal, args)
+        except ServiceError as refusal:
+            await updater.reject(updater.new_agent_message(_refusal_parts(refusal)))
+            return
+        except Exception as exc:  # a bug or an outage: say so without leaking internals
+            logger.exception("A2A %s failed unexpectedly task=%s", command.operation, task_id)
+            text = (
+                f"{command.operation} failed unexpectedly ({type(exc).__name__}). Read the saga (get) before "
+                "retrying: the command may or may not have changed it."
+            )
+            await updater.failed(updater.new_agent_message([new_text_part(text)]))
+            return
+        await updater.add_artifact([new_data_part(result, media_type=JSON_MEDIA_TYPE)], name=RESULT_ARTIFACT)
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        # Never reached (a2a_http's handler refuses CancelTask first); refusing here too keeps it so.
+        raise TaskNotCancelableError(message=CANCEL_REFUSAL.format(task_id=context.task_id))
+
+
+def run_command(tool: Tool, principal: Principal, args: Args) -> dict[str, Any]:
+    """One ORM unit: check the RBAC operation, run the MCP tool's handler, return JSON-ready data."""
+    authorize(principal, tool.operation)
+    result: dict[str, Any] = json.loads(json.dumps(tool.handler(principal, args), default=str))
+    return result
+
+
+async def _on_a_thread_of_its_own(
+    fn: Callable[[Tool, Principal, Args], dict[str, Any]], tool: Tool, principal: Principal, args: Args
+) -> dict[str, Any]:
+    """run_orm, but not on the request's thread: the SDK saves this task's states on that thread meanwhile, so a
+    long command (run waits up to a minute) neither hides its WORKING task from GetTask nor holds back the answer
+    to a peer that asked for returnImmediately."""
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2a-command")
+    try:
+        async with ThreadSensitiveContext(executor=executor):
+            return await run_orm(fn, tool, principal, args)
+    finally:
+        executor.shutdown(wait=False)  # the unit is done: the idle thread exits without blocking the loop
+
+
+def _refusal_parts(refusal: ServiceError) -> list[Part]:
+    reason = f"{refusal.code}: {refusal.message}"
+    if isinstance(refusal, Forbidden):
+        reason = f"Not authorized. {reason}"
+    error = json.loads(json.dumps(refusal.as_dict(), default=str))
+    return [new_text_part(reason), new_data_part({"error": error}, media_type=JSON_MEDIA_TYPE)]
+
+
+def _now() -> Timestamp:
+    stamp = Timestamp()
+    stamp.GetCurrentTime()
+    return stamp

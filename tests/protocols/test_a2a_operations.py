@@ -1,0 +1,75 @@
+"""The A2A operation table and command parsing, without a server: the same tools, capabilities and arguments as
+MCP, and JSON numbers restored from protobuf's doubles."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.helpers import new_data_part
+from a2a.types.a2a_pb2 import Message, Role
+from a2a.utils.errors import InvalidParamsError
+
+from governance.rbac import OPERATIONS as RBAC
+from sagas.protocols.a2a import OPERATIONS, parse_command
+from sagas.protocols.mcp_tools import TOOLS, PlanArgs, RunArgs
+
+SEED_OPERATIONS = [
+    "begin",
+    "execute",
+    "plan",
+    "run",
+    "approve",
+    "retry",
+    "checkpoint",
+    "commit",
+    "rollback",
+    "get",
+    "timeline",
+    "audit",
+    "verify_audit",
+    "list_actions",
+    "get_action",
+    "policy_status",
+    "policy_decisions",
+    "list_sagas",
+]
+
+
+def _message(command: object, context_id: str = "") -> Message:
+    return Message(message_id="m", role=Role.ROLE_USER, parts=[new_data_part(command)], context_id=context_id)
+
+
+def test_every_seed_operation_is_an_mcp_tool_under_its_own_rbac_name():
+    assert list(OPERATIONS) == SEED_OPERATIONS
+    for operation, tool in OPERATIONS.items():
+        assert tool in TOOLS.values() and tool.operation == operation and operation in RBAC
+
+
+def test_whole_numbers_come_back_as_ints_everywhere_in_the_command():
+    command = parse_command(
+        _message(
+            {
+                "operation": "plan",
+                "saga_id": "s",
+                "action": "charge",
+                "input": {"amount": 2500, "ratio": 0.5, "lines": [{"qty": 3}]},
+            }
+        )
+    )
+    assert isinstance(command.args, PlanArgs)
+    assert command.args.input == {"amount": 2500, "ratio": 0.5, "lines": [{"qty": 3}]}
+    assert type(command.args.input["amount"]) is int and type(command.args.input["lines"][0]["qty"]) is int
+
+    run = parse_command(_message({"operation": "run", "saga_id": "s", "max_parallel": 4, "wait_seconds": 1.5}))
+    assert isinstance(run.args, RunArgs) and (run.args.max_parallel, run.args.wait_seconds) == (4, 1.5)
+
+
+def test_an_overlong_context_id_is_refused():
+    with pytest.raises(InvalidParamsError, match="contextId is longer than 200"):
+        parse_command(_message({"operation": "list_sagas"}, context_id="c" * 201))
+
+
+def test_field_problems_are_listed_for_the_client_one_by_one():
+    with pytest.raises(InvalidParamsError) as refused:
+        parse_command(_message({"operation": "checkpoint", "saga_id": 7, "colour": "red"}))
+    fields = {problem["field"] for problem in refused.value.data["errors"]}  # type: ignore[index]
+    assert fields == {"saga_id", "name", "colour"}
