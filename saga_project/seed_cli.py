@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,12 +63,6 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    if args.otel_endpoint:
-        print(
-            "semantic-saga-mcp: note: trace export is configured through OTEL_EXPORTER_OTLP_ENDPOINT; this version "
-            "records audit evidence but does not export OpenTelemetry spans yet.",
-            file=sys.stderr,
-        )
     os.environ.update(_environment(args))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     from django.core.management import execute_from_command_line

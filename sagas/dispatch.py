@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from audit import telemetry
 from sagas import executor
 from sagas.tasks import node_execute_task, saga_rollback_task
 
@@ -29,18 +30,20 @@ def uses_celery() -> bool:
 
 def nudge_node(saga_id: object, node_id: object, *, delay: float = 0.0) -> None:
     """After commit, ask an executor to run the node (after `delay` seconds for a scheduled retry)."""
-    transaction.on_commit(partial(_send, node_execute_task, _run_node, (str(saga_id), str(node_id)), delay))
+    trace = telemetry.carrier()  # the caller's trace continues on whichever worker runs the node
+    transaction.on_commit(partial(_send, node_execute_task, _run_node, (str(saga_id), str(node_id)), delay, trace))
 
 
 def nudge_rollback(saga_id: object) -> None:
     """After commit, ask an executor to run (or resume) the saga's rollback."""
-    transaction.on_commit(partial(_send, saga_rollback_task, _run_rollback, (str(saga_id),), 0.0))
+    trace = telemetry.carrier()
+    transaction.on_commit(partial(_send, saga_rollback_task, _run_rollback, (str(saga_id),), 0.0, trace))
 
 
-def _send(task: Any, embedded: Callable[..., None], args: tuple[str, ...], delay: float) -> None:
+def _send(task: Any, embedded: Callable[..., None], args: tuple[str, ...], delay: float, trace: dict[str, str]) -> None:
     if uses_celery():
         try:
-            task.apply_async(args=args, countdown=delay or None, retry=True)
+            task.apply_async(args=args, kwargs={"trace": trace}, countdown=delay or None, retry=True)
         except Exception as exc:  # broker down: the row still says READY/FAILED, and the sweep re-sends
             logger.warning(
                 "nudge not sent task=%s args=%s error=%s; the recovery sweep will re-send it",
@@ -49,7 +52,7 @@ def _send(task: Any, embedded: Callable[..., None], args: tuple[str, ...], delay
                 type(exc).__name__,
             )
         return
-    job = executor.in_worker_thread(partial(embedded, *args))
+    job = executor.in_worker_thread(partial(embedded, *args, trace=trace))
     if delay > 0:
         timer = threading.Timer(delay, executor.submit, args=(job,))
         timer.daemon = True
@@ -58,13 +61,13 @@ def _send(task: Any, embedded: Callable[..., None], args: tuple[str, ...], delay
         executor.submit(job)
 
 
-def _run_node(saga_id: str, node_id: str) -> None:
+def _run_node(saga_id: str, node_id: str, trace: dict[str, str] | None = None) -> None:
     from sagas.coordinator import node_execute
 
-    node_execute(saga_id=saga_id, node_id=node_id)
+    node_execute(saga_id=saga_id, node_id=node_id, trace=trace)
 
 
-def _run_rollback(saga_id: str) -> None:
+def _run_rollback(saga_id: str, trace: dict[str, str] | None = None) -> None:
     from sagas.coordinator import saga_rollback_resume
 
-    saga_rollback_resume(saga_id=saga_id)
+    saga_rollback_resume(saga_id=saga_id, trace=trace)

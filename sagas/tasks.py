@@ -14,17 +14,17 @@ TRANSIENT = (OperationalError, InterfaceError)
 
 
 @shared_task(acks_late=True, ignore_result=True, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=True)
-def node_execute_task(saga_id: str, node_id: str) -> None:
+def node_execute_task(saga_id: str, node_id: str, trace: dict[str, str] | None = None) -> None:
     from sagas.coordinator import node_execute
 
-    node_execute(saga_id=saga_id, node_id=node_id)
+    node_execute(saga_id=saga_id, node_id=node_id, trace=trace)
 
 
 @shared_task(acks_late=True, ignore_result=True, autoretry_for=TRANSIENT, max_retries=5, retry_backoff=True)
-def saga_rollback_task(saga_id: str) -> None:
+def saga_rollback_task(saga_id: str, trace: dict[str, str] | None = None) -> None:
     from sagas.coordinator import saga_rollback_resume
 
-    saga_rollback_resume(saga_id=saga_id)
+    saga_rollback_resume(saga_id=saga_id, trace=trace)
 
 
 @shared_task(ignore_result=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from audit import telemetry
 from audit.models import EventType as E
 from governance import kill_switch
 from governance import policy as governance_policy
@@ -83,7 +84,9 @@ def decide(
     if not active():
         return governance_policy.evaluate(facts_for_none(tx, phase))
     subject = facts(tx, phase, pinned, requested_parallel)
-    decision = governance_policy.evaluate(subject)
+    with telemetry.span("saga.policy", phase=phase, action=subject.action) as current:
+        decision = governance_policy.evaluate(subject)
+        current.set_attribute("policy.effect", decision.effect)
     tx.record(
         E.POLICY_DECISION,
         node=node,

@@ -16,7 +16,7 @@ from typing import Any
 from django.db import models, transaction
 from django.utils import timezone
 
-from audit import chain
+from audit import chain, telemetry
 from governance.identity import Principal
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Node, Saga, Step
@@ -51,6 +51,7 @@ class Tx:
         data: dict[str, Any] | None = None,
     ) -> None:
         action_source: Node | Step | None = step or node
+        trace_id, span_id = telemetry.current_ids()
         self._drafts.append(
             chain.EventDraft(
                 event_type=event_type,
@@ -62,6 +63,8 @@ class Tx:
                 node_id=str(node.id) if node else (str(step.node_id) if step and step.node_id else ""),
                 status=status,
                 data=data or {},
+                trace_id=trace_id,
+                span_id=span_id,
             )
         )
 

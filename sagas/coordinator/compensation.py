@@ -16,6 +16,7 @@ from typing import Any
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from audit import telemetry
 from audit.models import EventType as E
 from governance.identity import Principal, system_principal
 from governance.rbac import authorize
@@ -78,7 +79,7 @@ def saga_rollback(*, actor: Principal, saga_id: object, wait_seconds: float | No
         time.sleep(DRAIN_POLL_SECONDS)
 
 
-def saga_rollback_resume(*, saga_id: object) -> Saga | None:
+def saga_rollback_resume(*, saga_id: object, trace: dict[str, str] | None = None) -> Saga | None:
     """Start or resume a pending rollback as the coordinator (worker, sweeper). Does nothing if another runner
     holds a live lease, attempts are still in flight, or the saga needs no rollback."""
     pk = parse_uuid(saga_id)
@@ -86,8 +87,9 @@ def saga_rollback_resume(*, saga_id: object) -> Saga | None:
     if saga is None or saga.status not in RESUMABLE_STATES:
         return saga
     actor = system_principal(saga.tenant_id)
-    fence = _start(actor, saga.id)
-    return _run(actor, saga.id, fence) if fence is not None else saga
+    with telemetry.attached(trace), telemetry.span("saga.rollback", saga_id=str(saga.id)):
+        fence = _start(actor, saga.id)
+        return _run(actor, saga.id, fence) if fence is not None else saga
 
 
 def in_flight(saga: Saga) -> int:
@@ -255,7 +257,10 @@ def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence:
             result=step.result,
             attempt=step.compensation_attempts,
         )
-        outcome = executor.perform(step.action_definition, ctx, compensation=True, lease=None)
+        with telemetry.span(
+            "saga.compensation", saga_id=str(saga_id), action=step.action, attempt=step.compensation_attempts
+        ):
+            outcome = executor.perform(step.action_definition, ctx, compensation=True, lease=None)
         step = _record(actor, saga_id, step, outcome, fence)
     return Saga.objects.filter(pk=saga_id, fence_token=fence, status=SagaStatus.ROLLING_BACK).exists()
 

@@ -23,6 +23,7 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from audit import telemetry
 from audit.models import EventType as E
 from governance.identity import Principal, system_principal
 from governance.rbac import authorize
@@ -251,20 +252,27 @@ def _claim_nudged(saga_id: object, node_id: object) -> Claim | None:
         return _claim_node(tx, node)
 
 
-def node_execute(*, saga_id: object, node_id: object) -> int:
+def node_execute(*, saga_id: object, node_id: object, trace: dict[str, str] | None = None) -> int:
     """Run a nudged node, then keep going with the next ready nodes of the same run (chained commits).
 
     Precondition: none; a nudge for a node that is no longer READY and due, or a saga whose run is spent or that
     left ACTIVE, does nothing. Returns how many attempts this call ran. Called by `node_execute_task` and by the
     embedded executor.
     """
-    claim = _claim_nudged(saga_id, node_id)
-    ran = 0
-    while claim is not None:
-        outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
-        claim = _record(claim, outcome)
-        ran += 1
+    with telemetry.attached(trace), telemetry.span("saga.node_execute", saga_id=str(saga_id)):
+        claim = _claim_nudged(saga_id, node_id)
+        ran = 0
+        while claim is not None:
+            claim = _run_claim(claim)
+            ran += 1
     return ran
+
+
+def _run_claim(claim: Claim) -> Claim | None:
+    attributes = {"saga_id": str(claim.saga_id), "action": claim.pinned.action, "attempt": claim.attempt}
+    with telemetry.span("saga.node_attempt", node_id=str(claim.node_id), **attributes):
+        outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
+        return _record(claim, outcome)
 
 
 # --- phase 3: record ----------------------------------------------------------------------------------------------

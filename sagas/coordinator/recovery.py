@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from audit import telemetry
 from audit.models import EventType as E
 from registry.contracts import resolved_execution_policy
 from sagas.coordinator import _graph
@@ -74,6 +75,11 @@ class RecoveryReport:
 def sagas_recover(*, batch: int = SWEEP_BATCH, inline_rollbacks: bool = False) -> RecoveryReport:
     """One sweep pass. `inline_rollbacks` runs rollbacks in this thread (the one-shot command) instead of
     nudging them to workers."""
+    with telemetry.span("saga.recovery_sweep"):
+        return _sweep(batch, inline_rollbacks)
+
+
+def _sweep(batch: int, inline_rollbacks: bool) -> RecoveryReport:
     report = RecoveryReport()
     for saga_id in _sagas_with_expired_nodes(batch):
         _guarded(report, saga_id, lambda s: _recover_nodes(s, report))

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from audit import telemetry
 from governance.auth import authenticate
 from governance.errors import AuthenticationFailed
 from governance.identity import Principal
@@ -36,8 +37,11 @@ class BearerAuth:
             await self._challenge(refusal, send)
             return
         token = current_principal.set(principal)
+        # W3C trace context from the request headers (MCP `_meta` may override it per call).
+        w3c = {key: value for key in telemetry.W3C_KEYS if (value := _header(scope, key.encode()))}
         try:
-            await self.app(scope, receive, send)
+            with telemetry.attached(w3c):
+                await self.app(scope, receive, send)
         finally:
             current_principal.reset(token)
 

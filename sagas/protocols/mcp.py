@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
 
+from audit import telemetry
 from governance.errors import ServiceError
 from governance.identity import Principal
 from governance.rbac import authorize
@@ -143,7 +144,10 @@ def build_server(principal_for_request: Any) -> Server[Any]:
         return types.ListToolsResult(tools=tool_list())
 
     async def handle_call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        return await call_tool(principal_for_request(), params.name, params.arguments)
+        # The client's trace context in params._meta (preferred over HTTP headers) continues through the call.
+        meta = dict(params.meta) if params.meta else None
+        with telemetry.attached(meta), telemetry.span("mcp.tools/call", tool=params.name):
+            return await call_tool(principal_for_request(), params.name, params.arguments)
 
     async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
         argument = types.PromptArgument(name="task", description="What the agent must get done.", required=True)

@@ -1,0 +1,88 @@
+"""OpenTelemetry: W3C trace context carried from the caller to the worker and on to downstream systems, spans for
+the coordinator's work, and OTLP/HTTP export only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+
+Without an endpoint nothing is exported, but context still propagates: an agent's trace id reaches every audit
+event (trace_id, span_id columns), the worker that runs the step, and the HTTP request the action sends. Span
+attributes carry ids and statuses only: never inputs, results, secrets or checkpoint data.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import context, propagate, trace
+
+TRACER_NAME = "semantic-saga"
+W3C_KEYS = ("traceparent", "tracestate", "baggage")
+
+_configured = threading.Event()
+_lock = threading.Lock()
+
+
+def configure() -> None:
+    """Install the SDK's tracer provider with OTLP/HTTP export when an endpoint is configured (once per process)."""
+    with _lock:
+        if _configured.is_set():
+            return
+        _configured.set()
+        if not os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") and not os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+        ):
+            return
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        service = os.environ.get("OTEL_SERVICE_NAME", "semantic-saga")
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(provider)
+        from opentelemetry.instrumentation.django import DjangoInstrumentor
+
+        DjangoInstrumentor().instrument()
+
+
+def tracer() -> trace.Tracer:
+    return trace.get_tracer(TRACER_NAME)
+
+
+@contextmanager
+def span(name: str, **attributes: Any) -> Iterator[trace.Span]:
+    """A span for a unit of coordinator work; attributes must be ids, names, counts or statuses."""
+    clean = {k: v for k, v in attributes.items() if isinstance(v, str | int | float | bool)}
+    with tracer().start_as_current_span(name, attributes=clean) as current:
+        yield current
+
+
+def current_ids() -> tuple[str, str]:
+    """(trace id, span id) of the current span as lower-case hex, or empty strings outside any trace."""
+    span_context = trace.get_current_span().get_span_context()
+    if not span_context.is_valid:
+        return "", ""
+    return format(span_context.trace_id, "032x"), format(span_context.span_id, "016x")
+
+
+def carrier() -> dict[str, str]:
+    """The current trace context as W3C headers, to hand to another thread or process."""
+    headers: dict[str, str] = {}
+    propagate.inject(headers)
+    return headers
+
+
+@contextmanager
+def attached(headers: Mapping[str, Any] | None) -> Iterator[None]:
+    """Continue the trace the given W3C headers (traceparent, tracestate, baggage) describe, if any."""
+    found = {k: str(v) for k, v in (headers or {}).items() if k.lower() in W3C_KEYS and v}
+    if not found:
+        yield
+        return
+    token = context.attach(propagate.extract(found))
+    try:
+        yield
+    finally:
+        context.detach(token)
