@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry import context, propagate, trace
+from opentelemetry import context, metrics, propagate, trace
 
 TRACER_NAME = "semantic-saga"
 W3C_KEYS = ("traceparent", "tracestate", "baggage")
@@ -33,15 +33,21 @@ def configure() -> None:
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
         ):
             return
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         service = os.environ.get("OTEL_SERVICE_NAME", "semantic-saga")
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        resource = Resource.create({"service.name": service})
+        provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(provider)
+        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+        metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
         from opentelemetry.instrumentation.django import DjangoInstrumentor
 
         DjangoInstrumentor().instrument()
@@ -86,3 +92,35 @@ def attached(headers: Mapping[str, Any] | None) -> Iterator[None]:
         yield
     finally:
         context.detach(token)
+
+
+# --- metrics: low-cardinality labels only (operation names, outcomes, phases); never saga, tenant or principal ids
+
+_instruments: dict[str, Any] = {}
+
+
+def _instrument(kind: str, name: str, description: str, unit: str = "1") -> Any:
+    key = f"{kind}:{name}"
+    if key not in _instruments:
+        meter = metrics.get_meter(TRACER_NAME)
+        factory = meter.create_histogram if kind == "histogram" else meter.create_counter
+        _instruments[key] = factory(name, unit=unit, description=description)
+    return _instruments[key]
+
+
+ALLOWED_LABELS = frozenset({"operation", "outcome", "phase", "effect", "kind", "decision"})
+
+
+def count(name: str, description: str, **labels: str) -> None:
+    _instrument("counter", name, description).add(1, _labels(labels))
+
+
+def observe_seconds(name: str, description: str, seconds: float, **labels: str) -> None:
+    _instrument("histogram", name, description, unit="s").record(seconds, _labels(labels))
+
+
+def _labels(labels: dict[str, str]) -> dict[str, str]:
+    unknown = set(labels) - ALLOWED_LABELS
+    if unknown:  # a programming error: an id as a label would explode metric cardinality and leak identities
+        raise ValueError(f"metric labels {sorted(unknown)} are not allowed; use {sorted(ALLOWED_LABELS)}")
+    return labels

@@ -87,6 +87,7 @@ def decide(
     with telemetry.span("saga.policy", phase=phase, action=subject.action) as current:
         decision = governance_policy.evaluate(subject)
         current.set_attribute("policy.effect", decision.effect)
+    telemetry.count("saga.policy_decisions", "Governance decisions", phase=phase, effect=decision.effect)
     tx.record(
         E.POLICY_DECISION,
         node=node,

@@ -274,6 +274,9 @@ def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.
         # A lost lease drops this outcome: the new runner repeats the call with the same `:rollback` key.
         if _runner_lost(tx, fence, step) or step.status != T.COMPENSATING:
             return None
+        telemetry.count(
+            "saga.compensations", "Compensation attempts by outcome", outcome="ok" if outcome.ok else "failed"
+        )
         if outcome.ok:
             tx.transition(
                 step,

@@ -271,8 +271,17 @@ def node_execute(*, saga_id: object, node_id: object, trace: dict[str, str] | No
 def _run_claim(claim: Claim) -> Claim | None:
     attributes = {"saga_id": str(claim.saga_id), "action": claim.pinned.action, "attempt": claim.attempt}
     with telemetry.span("saga.node_attempt", node_id=str(claim.node_id), **attributes):
-        outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
-        return _record(claim, outcome)
+        return _record(claim, _perform(claim))
+
+
+def _perform(claim: Claim) -> executor.Outcome:
+    started = time.monotonic()
+    outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
+    seconds = time.monotonic() - started
+    telemetry.observe_seconds(
+        "saga.attempt.duration", "Time an action call took", seconds, outcome="ok" if outcome.ok else "failed"
+    )
+    return outcome
 
 
 # --- phase 3: record ----------------------------------------------------------------------------------------------
@@ -347,6 +356,7 @@ def _record_outcome(claim: Claim, outcome: executor.Outcome) -> tuple[str, Claim
             verdict = "completed"
         else:
             verdict = _record_failure(tx, claim, node, step, outcome)
+        telemetry.count("saga.attempts", "Action attempts by outcome", outcome=verdict)
         return verdict, (_follow_up(tx) if node is not None else None)
 
 
@@ -434,8 +444,7 @@ def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome
 
 
 def _attempt_immediate(claim: Claim) -> str:
-    outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False, lease=claim.lease())
-    verdict, _ = _record_outcome(claim, outcome)
+    verdict, _ = _record_outcome(claim, _perform(claim))
     return verdict
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from audit import telemetry
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
@@ -208,6 +209,7 @@ def node_approve(
             tx.refuse(_policy.refusal(decision, f"approving node {node.key or node.id}"))
             return node
         decided = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+        telemetry.count("saga.approvals", "Approval decisions", decision=str(decided).lower())
         Approval.objects.filter(pk=approval.pk).update(
             status=decided, decided_by=actor.principal_id, reason=reason, decided_at=timezone.now()
         )

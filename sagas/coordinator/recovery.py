@@ -91,6 +91,14 @@ def _sweep(batch: int, inline_rollbacks: bool) -> RecoveryReport:
         _guarded(report, saga_id, lambda s: _resend_nudges(s, report))
     if report.nodes_recovered or report.steps_recovered or report.rollbacks_started or report.nudges_resent:
         logger.info("recovery sweep %s", report.summary())
+    for kind, amount in (
+        ("node", report.nodes_recovered),
+        ("step", report.steps_recovered),
+        ("rollback", report.rollbacks_started),
+        ("nudge", report.nudges_resent),
+    ):
+        for _ in range(amount):
+            telemetry.count("saga.recovery", "Work reclaimed by the recovery sweep", kind=kind)
     return report
 
 

@@ -66,3 +66,40 @@ def test_spans_cover_attempts_policy_and_compensation_without_payloads(
     dumped = json.dumps([dict(s.attributes or {}) for s in spans] + [s.name for s in spans], default=str)
     for marker in MARKERS:
         assert marker not in dumped
+
+
+def test_metrics_use_low_cardinality_labels_only(
+    transactional_db: None, operator: Principal, downstream: RecordingHTTPServer
+):
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from audit import telemetry
+
+    reader = InMemoryMetricReader()
+    provider = metrics.get_meter_provider()
+    if not isinstance(provider, MeterProvider):
+        metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    else:  # another module installed one first: read what it gathered instead
+        pytest.skip("a meter provider without this reader is already installed in this process")
+    telemetry._instruments.clear()  # instruments bound to the no-op provider must be recreated
+    register(http_contract("charge", downstream.url))
+    saga = coordinator.saga_begin(actor=operator)
+    coordinator.saga_step_execute(actor=operator, saga_id=saga.id, action="charge", input={"card": MARKERS[0]})
+    coordinator.saga_rollback(actor=operator, saga_id=saga.id)
+    data = reader.get_metrics_data()
+    points = [
+        (metric.name, dict(point.attributes or {}))
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    ]
+    names = {name for name, _ in points}
+    assert {"saga.attempts", "saga.attempt.duration", "saga.compensations"} <= names
+    for _, labels in points:
+        assert set(labels) <= telemetry.ALLOWED_LABELS
+        assert str(saga.id) not in str(labels) and "acme" not in str(labels) and "alice" not in str(labels)
+    with pytest.raises(ValueError, match="not allowed"):
+        telemetry.count("saga.attempts", "x", saga_id=str(saga.id))

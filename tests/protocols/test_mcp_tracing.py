@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from audit import telemetry
 from audit.models import AuditEvent
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
@@ -18,6 +19,13 @@ MARKER = "PLANTED-INPUT-VALUE-7f3e"
 
 def _trace_of(header: str) -> str:
     return header.split("-")[1]
+
+
+def _in_our_trace(scenario: Any) -> str:
+    # The MCP client may trace its own calls (when an OpenTelemetry SDK is installed in this process) and then
+    # sends its span's context: run it inside our trace, so either way the server receives our trace id.
+    with telemetry.attached({"traceparent": TRACEPARENT}):
+        return str(asyncio.run(scenario()))
 
 
 def test_mcp_meta_trace_reaches_audit_and_the_downstream_request(
@@ -36,7 +44,7 @@ def test_mcp_meta_trace_reaches_audit_and_the_downstream_request(
             await client.call_tool("run_ready_steps", {"saga_id": sid}, meta=meta)
             return str(sid)
 
-    saga_id = asyncio.run(scenario())
+    saga_id = _in_our_trace(scenario)
     # the executor's request to the downstream service continues the agent's trace
     [request] = downstream.requests_to("/charge")
     assert _trace_of(request[2]["traceparent"]) == TRACE_ID
@@ -62,5 +70,5 @@ def test_http_traceparent_header_is_the_fallback(server: RunningServer):
             result = await client.call_tool("begin_saga", {})
             return str(result.structured_content["id"])  # type: ignore[index]
 
-    saga_id = asyncio.run(scenario())
+    saga_id = _in_our_trace(scenario)
     assert AuditEvent.objects.get(saga_id=saga_id).trace_id == TRACE_ID
