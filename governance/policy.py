@@ -56,11 +56,14 @@ def _build(mode: str, path: str) -> PolicyBackend:
     )
 
 
+NO_POLICY = Decision(
+    "allow", "no governance backend is configured (SAGA_POLICY_MODE=none)", BACKEND_NONE, None, decision_id="none"
+)
+
+
 def evaluate(facts: PolicyInput) -> Decision:
     policy = engine()
-    if policy is None:
-        return Decision("allow", "no governance backend is configured (SAGA_POLICY_MODE=none)", BACKEND_NONE, None)
-    return policy.evaluate(facts)
+    return NO_POLICY if policy is None else policy.evaluate(facts)
 
 
 def risk_units(risk: str) -> int:

@@ -82,7 +82,7 @@ def decide(
 ) -> Decision:
     """Evaluate tenant policy for this phase now and audit it (POLICY_DECISION; nothing with mode none)."""
     if not active():
-        return governance_policy.evaluate(facts_for_none(tx, phase))
+        return governance_policy.NO_POLICY  # mode none: nothing to evaluate and nothing to audit
     subject = facts(tx, phase, pinned, requested_parallel)
     with telemetry.span("saga.policy", phase=phase, action=subject.action) as current:
         decision = governance_policy.evaluate(subject)
@@ -112,12 +112,6 @@ def decide(
         },
     )
     return decision
-
-
-def facts_for_none(tx: Tx, phase: str) -> PolicyInput:
-    return PolicyInput(
-        tx.saga.tenant_id, tx.actor.principal_id, tx.actor.principal_type, tx.actor.roles, tx.actor.scopes, phase
-    )
 
 
 def safety_override(tx: Tx, operation: str, node: Node | None = None) -> None:
