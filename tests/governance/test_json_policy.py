@@ -9,29 +9,14 @@ from typing import Any
 
 import pytest
 
-from governance.policy_engine import JsonPolicy, PolicyFileError, PolicyInput, policy_schema
+from governance.policy_engine import JsonPolicy, PolicyFileError, policy_schema
+from tests.governance.facts import policy_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "governance_policy.json"
 
 
-def _facts(**overrides: Any) -> PolicyInput:
-    base: dict[str, Any] = {
-        "tenant_id": "acme",
-        "principal_id": "alice",
-        "principal_type": "user",
-        "roles": frozenset({"operator"}),
-        "scopes": frozenset(),
-        "phase": "plan",
-        "action": "charge_card",
-        "domain": "payments",
-        "operation": "charge",
-        "resource": "card",
-        "risk": "low",
-        "reversibility": "compensable",
-    }
-    base.update(overrides)
-    return PolicyInput(**base)
+_facts = policy_facts
 
 
 @pytest.fixture

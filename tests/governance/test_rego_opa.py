@@ -18,6 +18,7 @@ from regopy import Interpreter
 
 from governance.policy_engine import JsonPolicy, PolicyFileError, PolicyInput
 from governance.policy_rego import OpaPolicy, RegoPolicy
+from tests.governance.facts import policy_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 REGO = ROOT / "examples" / "policy.rego"
@@ -25,23 +26,7 @@ JSON = ROOT / "examples" / "governance_policy.json"
 QUERY_PATH = "semantic_saga/decision"
 
 
-def _facts(**overrides: Any) -> PolicyInput:
-    base: dict[str, Any] = {
-        "tenant_id": "acme",
-        "principal_id": "alice",
-        "principal_type": "user",
-        "roles": frozenset({"operator"}),
-        "scopes": frozenset(),
-        "phase": "plan",
-        "action": "charge_card",
-        "domain": "payments",
-        "operation": "charge",
-        "resource": "card",
-        "risk": "low",
-        "reversibility": "compensable",
-    }
-    base.update(overrides)
-    return PolicyInput(**base)
+_facts = policy_facts
 
 
 def _grid() -> Iterator[PolicyInput]:
