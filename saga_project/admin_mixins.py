@@ -1,14 +1,49 @@
 """Shared admin behaviour. Evidence and contracts are read-only in the admin: state changes go through services.
-Saga data is tenant-scoped here exactly as on every other surface."""
+Saga data is tenant-scoped here exactly as on every other surface.
+
+The admin site itself is `ConsoleAdminSite` (installed by `ConsoleAdminConfig` in INSTALLED_APPS in place of
+django.contrib.admin): the same site, whose index is the operator dashboard of the signed-in operator's tenant.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import admin, messages
+from django.contrib.admin.apps import AdminConfig
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 
+from governance.errors import ServiceError
 from governance.operators import principal_for_user
+
+
+class ConsoleAdminSite(admin.AdminSite):
+    """Django's admin site with the operator dashboard as its index page (templates/admin/index.html)."""
+
+    site_header = "Semantic Saga operator console"
+    site_title = "Semantic Saga"
+    index_title = "Dashboard"
+
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
+        # Imported here: sagas.admin imports this module, and the dashboard reads import sagas' models.
+        from sagas.console.detail import dashboard
+
+        principal = principal_for_user(request.user)
+        board = None
+        if principal is not None:
+            try:
+                board = dashboard(actor=principal)
+            except ServiceError as error:
+                messages.error(request, error.message)
+        return super().index(request, {"console": board, "console_principal": principal, **(extra_context or {})})
+
+
+class ConsoleAdminConfig(AdminConfig):
+    """Installs ConsoleAdminSite as `django.contrib.admin.site`, so every @admin.register lands on it."""
+
+    default_site = "saga_project.admin_mixins.ConsoleAdminSite"
 
 
 class ReadOnlyAdminMixin:
