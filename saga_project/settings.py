@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI and Redoc assets served locally (no CDN)
     # Always installed (it has no models): operator login switches on with the OIDC_* values below.
     "mozilla_django_oidc",
     "audit",
@@ -226,6 +228,41 @@ if SAGA_A2A_CARD_MAX_AGE_SECONDS < 0:
     raise ImproperlyConfigured(
         f"SAGA_A2A_CARD_MAX_AGE_SECONDS must be 0 or more (got {SAGA_A2A_CARD_MAX_AGE_SECONDS})."
     )
+
+# --- REST API (/api/v1, docs/rest_api.md) ------------------------------------------------------------------------
+
+# Bearer tokens as on /mcp and /a2a, or a logged-in console session (CSRF enforced); JSON bodies only, so a
+# cross-site form post cannot reach a view. Errors go through one handler: {"error": {"code", "message"}}.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "sagas.api.authentication.BearerTokenAuthentication",
+        "sagas.api.authentication.ConsoleSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["sagas.api.authentication.PrincipalRequired"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "EXCEPTION_HANDLER": "sagas.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Semantic Saga REST API",
+    "DESCRIPTION": "Durable, governed sagas for agent workflows: the same operations, rules and result shapes as "
+    "the MCP tools and A2A operations. See docs/rest_api.md.",
+    "VERSION": "1.0.0",
+    # 3.1: the response schemas are the MCP tools' JSON Schemas (nullable written as type: [..., "null"]).
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": False,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "sagas.api.schema.add_components"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
 
 # --- governance -------------------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ urlpatterns = [
         name="oauth-protected-resource-mcp",
     ),
     path("admin/", admin.site.urls),
+    path("api/v1/", include("sagas.api.urls")),
     # Operator single sign-on; the views answer 404 until OIDC is configured (governance.oidc).
     path("oidc/", include("mozilla_django_oidc.urls")),
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from audit.chain import verify_chain
 from audit.models import AuditEvent
@@ -18,7 +19,7 @@ from governance.rbac import authorize
 from sagas import shapes
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import InvalidInput, saga_not_found
-from sagas.models import Saga
+from sagas.models import Node, Saga, Step
 from sagas.states import SagaStatus
 
 
@@ -38,20 +39,50 @@ def _encode_cursor(saga: Saga) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, str]:
+def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, saga_id = json.loads(raw)
-        return datetime.fromisoformat(created), str(saga_id)
-    except (ValueError, TypeError) as exc:
+        # Both parts are checked here: a forged cursor must be refused, never reach the query as garbage.
+        return _aware(datetime.fromisoformat(created)), uuid.UUID(str(saga_id))
+    except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(
             message="cursor is not one this server issued. Pass next_cursor from a previous list_sagas answer, "
             "or omit it to start from the newest saga."
         ) from exc
 
 
-def saga_list(*, actor: Principal, status: str | None = None, limit: int = 50, cursor: str | None = None) -> SagaPage:
-    """The actor's tenant's sagas, newest first, keyset-paginated (stable under concurrent inserts)."""
+def _aware(value: datetime) -> datetime:
+    """A naive timestamp is taken as UTC; any offset is normalized to UTC (OverflowError at the calendar's edge)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _time_bound(value: datetime | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(message=f"{name} must be an ISO 8601 timestamp such as 2025-01-31T12:00:00Z.")
+    try:
+        return _aware(value)
+    except OverflowError as exc:
+        raise InvalidInput(message=f"{name} is outside the supported range of timestamps (years 1 to 9999).") from exc
+
+
+def saga_list(
+    *,
+    actor: Principal,
+    status: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    action: str | None = None,
+) -> SagaPage:
+    """The actor's tenant's sagas, newest first, keyset-paginated (stable under concurrent inserts).
+
+    Optional filters: `status`; `created_after` / `created_before` (exclusive bounds, naive values are UTC);
+    `action`, the sagas having a planned node or a journal step with that action id.
+    """
     authorize(actor, "list_sagas")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
@@ -60,6 +91,18 @@ def saga_list(*, actor: Principal, status: str | None = None, limit: int = 50, c
         if status not in SagaStatus.values:
             raise InvalidInput(message=f"status must be one of {', '.join(SagaStatus.values)}, got {status!r}.")
         query = query.filter(status=status)
+    if (after := _time_bound(created_after, "created_after")) is not None:
+        query = query.filter(created_at__gt=after)
+    if (before := _time_bound(created_before, "created_before")) is not None:
+        query = query.filter(created_at__lt=before)
+    if action is not None:
+        if not isinstance(action, str) or not action:
+            raise InvalidInput(message="action must be a non-empty action id (list_actions shows them).")
+        # EXISTS, not a join: a saga with many matching nodes or steps is still listed once.
+        query = query.filter(
+            Exists(Node.objects.filter(saga=OuterRef("pk"), action=action))
+            | Exists(Step.objects.filter(saga=OuterRef("pk"), action=action))
+        )
     if cursor:
         created, saga_id = _decode_cursor(cursor)
         query = query.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=saga_id))

@@ -1,0 +1,81 @@
+"""Reads only the REST API needs: the tenant's approval queue."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db.models import Q
+
+from governance.identity import Principal
+from governance.rbac import authorize
+from sagas import shapes
+from sagas.errors import InvalidInput
+from sagas.models import Approval
+from sagas.states import ApprovalStatus, NodeStatus
+
+
+@dataclass(frozen=True)
+class ApprovalPage:
+    approvals: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None = None) -> ApprovalPage:
+    """Nodes of the actor's tenant waiting for a human decision, oldest request first, keyset-paginated.
+
+    Each entry is the node (input included: the approver decides on it) with its saga's id and status, and the
+    pending approval request (who planned it, when it expires).
+    """
+    authorize(actor, "list_sagas")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+        raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
+    # Served by approval_status_created_idx (pending approvals, oldest first).
+    query = (
+        Approval.objects.filter(
+            status=ApprovalStatus.PENDING,
+            node__status=NodeStatus.WAITING_APPROVAL,
+            node__saga__tenant_id=actor.tenant_id,
+        )
+        .select_related("node__saga")
+        .prefetch_related("node__approvals", "node__dependency_links")
+    )
+    if cursor:
+        created, approval_id = _decode(cursor)
+        query = query.filter(Q(created_at__gt=created) | Q(created_at=created, id__gt=approval_id))
+    rows = list(query.order_by("created_at", "id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return ApprovalPage([_entry(a) for a in rows], _encode(rows[-1]) if more and rows else None)
+
+
+def _entry(approval: Approval) -> dict[str, Any]:
+    node = approval.node
+    return {
+        **shapes.node_to_dict(node),
+        "saga_id": str(node.saga_id),
+        "saga_status": node.saga.status,
+        "approval": shapes.approval_to_dict(approval),
+    }
+
+
+def _encode(approval: Approval) -> str:
+    raw = json.dumps([approval.created_at.isoformat(), str(approval.id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[datetime, uuid.UUID]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, approval_id = json.loads(raw)
+        stamp = datetime.fromisoformat(created)
+        return stamp.astimezone(UTC) if stamp.tzinfo else stamp.replace(tzinfo=UTC), uuid.UUID(str(approval_id))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(
+            message="cursor is not one this server issued. Pass next_cursor from a previous answer, or omit it to "
+            "start from the oldest pending approval."
+        ) from exc
