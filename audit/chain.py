@@ -94,14 +94,29 @@ def compute_hash(previous_hash: str | None, body: dict[str, Any]) -> str:
     return sha256_hex({"previous_hash": previous_hash, "event": body})
 
 
-def append(*, saga_id: uuid.UUID | str, tenant_id: str, drafts: Sequence[EventDraft]) -> list[AuditEvent]:
-    """Append events to a saga's chain. Call inside the transaction that holds the saga row lock."""
+def append(
+    *,
+    saga_id: uuid.UUID | str,
+    tenant_id: str,
+    drafts: Sequence[EventDraft],
+    head: tuple[int, str | None] | None = None,
+) -> list[AuditEvent]:
+    """Append events to a saga's chain. Call inside the transaction that holds the saga row lock.
+
+    `head` is the chain's current (last sequence, last event_hash), (0, None) for an empty chain, when the caller
+    already read it under that lock (the coordinator keeps it on the saga row); without it, it is read here. A
+    wrong head cannot fork the chain: the unique (saga_id, sequence) constraint refuses the insert.
+    """
     if not drafts:
         return []
-    head = (
-        AuditEvent.objects.filter(saga_id=saga_id).order_by("-sequence").values_list("sequence", "event_hash").first()
-    )
-    sequence, previous = head if head else (0, None)
+    if head is None:
+        head = (
+            AuditEvent.objects.filter(saga_id=saga_id)
+            .order_by("-sequence")
+            .values_list("sequence", "event_hash")
+            .first()
+        ) or (0, None)
+    sequence, previous = head
     stamp = canonical_timestamp()
     rows: list[AuditEvent] = []
     for draft in drafts:

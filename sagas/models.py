@@ -25,6 +25,10 @@ class Saga(models.Model):
     next_sequence = models.PositiveIntegerField(default=1)
     # Next node position (planning order), the tie-breaker that makes waves deterministic.
     next_position = models.PositiveIntegerField(default=1)
+    # The audit chain's head (last sequence and event hash), read with the saga lock and written in the same
+    # commit as the events, so an append costs no extra query. Verification never trusts it: it recomputes.
+    audit_sequence = models.PositiveBigIntegerField(default=0)
+    audit_head_hash = models.CharField(max_length=64, blank=True, default="")
     # The saga lease is the rollback runner's (ROLLING_BACK): one runner compensates a saga at a time.
     lease_owner = models.CharField(max_length=200, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import Exists, OuterRef
+
 from audit.models import EventType as E
 from sagas.coordinator._tx import Tx
 from sagas.models import Node, NodeDependency
@@ -36,13 +38,19 @@ def _dependants(node: Node) -> list[Node]:
 
 
 def promote_dependants(tx: Tx, node: Node) -> list[Node]:
-    """After `node` COMPLETED: dependants whose dependencies are now all met become READY."""
-    promoted = []
-    for dependant in _dependants(node):
-        if dependant.status == N.WAITING_DEPENDENCY and dependency_state(dependant) == "met":
-            tx.transition(dependant, N.READY, event=E.NODE_READY)
-            promoted.append(dependant)
-    return promoted
+    """After `node` COMPLETED: dependants whose dependencies are now all met become READY.
+
+    One query finds them (waiting, with no dependency left that is not COMPLETED) and one statement promotes them
+    all, however wide the fan-out.
+    """
+    unmet = NodeDependency.objects.filter(node=OuterRef("pk")).exclude(depends_on__status=N.COMPLETED)
+    ready = list(
+        Node.objects.filter(dependency_links__depends_on=node, status=N.WAITING_DEPENDENCY)
+        .exclude(Exists(unmet))
+        .order_by("position")
+    )
+    tx.transition_many(ready, N.READY, event=E.NODE_READY)
+    return ready
 
 
 def block_dependants(tx: Tx, node: Node, reason: str) -> None:

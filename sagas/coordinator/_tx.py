@@ -4,6 +4,11 @@ compare-and-set transitions, and appends their audit events to the saga's chain 
 Lock order: the saga row first (`FOR NO KEY UPDATE`: we never change its key, and this still lets other sessions
 insert steps and nodes that reference it), then nodes by pk. Every writer of one saga takes that lock, which is
 also what serializes the per-saga audit chain.
+
+Round trips are the hot path's cost (docs/benchmarks.md), so one transaction spends as few as it can: the lock
+query also answers "is a kill switch engaged?", the chain's head (last sequence and hash) lives on the saga row
+read by that same lock, and plain field writes to the saga row are gathered and written once, with the new head,
+just before commit.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import models, transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit import chain, telemetry
 from governance.identity import Principal
+from governance.models import KillSwitch
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Node, Saga, Step
 from sagas.states import can_transition
@@ -32,6 +39,7 @@ class Tx:
         self.saga = saga
         self.actor = actor
         self._drafts: list[chain.EventDraft] = []
+        self._saga_fields: dict[str, Any] = {}
         self.refusal: Exception | None = None
 
     def refuse(self, error: Exception) -> None:
@@ -96,15 +104,63 @@ class Tx:
             )
 
     def update(self, obj: Saga | Node | Step, **fields: Any) -> None:
-        """Write non-status fields of a row whose status this transaction already holds under the saga lock."""
+        """Write non-status fields of a row whose status this transaction already holds under the saga lock.
+
+        Plain values for the locked saga row are written once at flush (the row is ours until commit, and nothing
+        in the transaction reads them back from the database); everything else is written now.
+        """
         now = timezone.now()
-        type(obj).objects.filter(pk=obj.pk).update(updated_at=now, **fields)
+        if obj is self.saga and not any(hasattr(v, "resolve_expression") for v in fields.values()):
+            self._saga_fields.update(fields)
+        else:
+            type(obj).objects.filter(pk=obj.pk).update(updated_at=now, **fields)
         _apply(obj, fields)
         obj.updated_at = now
 
+    def update_many(self, nodes: list[Node], **fields: Any) -> None:
+        """`update` for several nodes of this saga in one statement (fan-out nudges)."""
+        if not nodes:
+            return
+        now = timezone.now()
+        Node.objects.filter(pk__in=[n.pk for n in nodes]).update(updated_at=now, **fields)
+        for node in nodes:
+            _apply(node, fields)
+            node.updated_at = now
+
+    def transition_many(self, nodes: list[Node], to: str, *, event: str | None = None) -> None:
+        """`transition` for several nodes in the same state, in one compare-and-set statement (a fan-out's
+        dependants becoming READY together)."""
+        if len(nodes) < 2:
+            for node in nodes:
+                self.transition(node, to, event=event)
+            return
+        current = {n.status for n in nodes}
+        if len(current) != 1 or not can_transition("node", next(iter(current)), to):
+            raise InvalidTransition(
+                message=f"Nodes cannot all move from {sorted(current)} to {to}. Nothing was changed."
+            )
+        now = timezone.now()
+        changed = Node.objects.filter(pk__in=[n.pk for n in nodes], status=next(iter(current))).update(
+            status=to, updated_at=now
+        )
+        if changed != len(nodes):
+            raise StaleState(message="Another request changed these nodes first. Nothing was changed by this call.")
+        for node in nodes:
+            node.status, node.updated_at = to, now
+            if event:
+                self.record(event, node=node, status=to)
+
     def flush(self) -> None:
-        chain.append(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts)
-        self._drafts.clear()
+        """Append the recorded events to the chain and write the saga row's gathered fields with the new head."""
+        if self._drafts:
+            head = (self.saga.audit_sequence, self.saga.audit_head_hash or None)
+            rows = chain.append(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts, head=head)
+            self._saga_fields.update(audit_sequence=rows[-1].sequence, audit_head_hash=rows[-1].event_hash)
+            self._drafts.clear()
+        if self._saga_fields:
+            Saga.objects.filter(pk=self.saga.pk).update(updated_at=timezone.now(), **self._saga_fields)
+            _apply(self.saga, self._saga_fields)
+            self._saga_fields.clear()
 
 
 def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
@@ -125,6 +181,12 @@ def tenant_sagas(actor: Principal) -> models.QuerySet[Saga]:
     return Saga.objects.filter(tenant_id=actor.tenant_id)
 
 
+def _with_kill_switch(query: models.QuerySet[Saga]) -> models.QuerySet[Saga]:
+    """Annotate `kill_switched`: a tenant-wide or saga switch is engaged (answered by the lock query itself)."""
+    scope = Q(saga_id__isnull=True) | Q(saga_id=OuterRef("pk"))
+    return query.annotate(kill_switched=Exists(KillSwitch.objects.filter(scope, tenant_id=OuterRef("tenant_id"))))
+
+
 @contextmanager
 def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
     """Open a durable transaction holding the saga row lock; audit events are appended just before commit."""
@@ -132,7 +194,7 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
     if parsed is None:
         raise saga_not_found(saga_id)
     with transaction.atomic(durable=True):
-        saga = tenant_sagas(actor).select_for_update(no_key=True).filter(pk=parsed).first()
+        saga = _with_kill_switch(tenant_sagas(actor)).select_for_update(no_key=True).filter(pk=parsed).first()
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
@@ -159,7 +221,8 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     from governance.identity import system_principal
 
     with transaction.atomic(durable=True):
-        saga = Saga.objects.select_for_update(no_key=True, skip_locked=skip_locked).filter(pk=saga_id).first()
+        query = _with_kill_switch(Saga.objects.filter(pk=saga_id))
+        saga = query.select_for_update(no_key=True, skip_locked=skip_locked).first()
         if saga is None:
             yield None
             return

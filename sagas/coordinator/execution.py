@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
-from django.db.models.functions import Now
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
 from audit import telemetry
@@ -198,6 +198,30 @@ def executing_count(saga: Saga) -> int:
     return Node.objects.filter(saga=saga, status=N.EXECUTING).count()
 
 
+def _executing_subquery() -> Subquery:
+    executing = Node.objects.filter(saga=OuterRef("saga"), status=N.EXECUTING).order_by()
+    return Subquery(executing.values("saga").annotate(n=Count("pk")).values("n")[:1])
+
+
+def ready_within_capacity(tx: Tx, only: uuid.UUID | None = None) -> list[Node]:
+    """The ready nodes (or the one node `only`) that the saga's current run may start now, across all workers.
+
+    One query: the ready rows carry the saga's EXECUTING count, so the capacity check costs no round trip of its
+    own; none at all when the run is spent or the saga is not ACTIVE.
+    """
+    saga = tx.saga
+    if saga.status != SagaStatus.ACTIVE or saga.run_steps_left <= 0:
+        return []
+    query = ready_due(saga).annotate(executing=Coalesce(_executing_subquery(), 0))
+    if only is not None:
+        query = query.filter(pk=only)
+    rows: list[Node] = list(query[: saga.run_max_parallel])
+    if not rows:
+        return []
+    free = min(saga.run_max_parallel - getattr(rows[0], "executing"), saga.run_steps_left)  # noqa: B009
+    return rows[: max(0, free)]
+
+
 def capacity(tx: Tx) -> int:
     """How many more attempts the saga's current run may start now, across all workers."""
     if tx.saga.status != SagaStatus.ACTIVE:
@@ -207,17 +231,17 @@ def capacity(tx: Tx) -> int:
 
 def dispatch_ready(tx: Tx, *, chain: bool) -> Claim | None:
     """Within the run's capacity: claim the first ready node here (chain=True) and nudge the rest to others."""
-    free = capacity(tx)
-    if free <= 0:
-        return None
-    nodes = list(ready_due(tx.saga)[:free])
+    nodes = ready_within_capacity(tx)
     claimed = None
+    nudged: list[Node] = []
     for node in nodes:
         if chain and claimed is None:
             claimed = _claim_node(tx, node)
             if claimed is not None:
                 continue
-        tx.update(node, dispatched_at=timezone.now())
+        nudged.append(node)
+    tx.update_many(nudged, dispatched_at=timezone.now())
+    for node in nudged:
         nudge_node(tx.saga.id, node.id)
     return claimed
 
@@ -244,12 +268,12 @@ def _claim_nudged(saga_id: object, node_id: object) -> Claim | None:
         return None
     with locked_saga(saga.id, _run_actor(saga)) as tx:
         tx.actor = _run_actor(tx.saga)
-        node = ready_due(tx.saga).filter(pk=node_pk).first()
-        if node is None or capacity(tx) <= 0:
+        nodes = ready_within_capacity(tx, only=node_pk)
+        if not nodes:
             # Duplicate, late or over-capacity nudge: someone else got there first, or the run is spent.
             logger.info("nudge has nothing to do saga_id=%s node_id=%s", saga_id, node_id)
             return None
-        return _claim_node(tx, node)
+        return _claim_node(tx, nodes[0])
 
 
 def node_execute(*, saga_id: object, node_id: object, trace: dict[str, str] | None = None) -> int:
@@ -314,12 +338,13 @@ def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcom
 
 
 def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
-    step = Step.objects.get(pk=claim.step_id)
-    holder: Node | Step = step
     node = None
     if claim.node_id:
-        node = Node.objects.get(pk=claim.node_id)
-        holder = node
+        node = Node.objects.select_related("step").get(pk=claim.node_id)  # node and its step in one query
+        step = node.step if node.step_id == claim.step_id and node.step else Step.objects.get(pk=claim.step_id)
+        holder: Node | Step = node
+    else:
+        step = holder = Step.objects.get(pk=claim.step_id)
     still_ours = holder.fence_token == claim.fence and step.status == T.EXECUTING
     if node is not None:
         still_ours = still_ours and node.status == N.EXECUTING
