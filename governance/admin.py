@@ -27,10 +27,18 @@ class OperatorProfileAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 @admin.register(KillSwitch)
 class KillSwitchAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Engaging (add) and releasing (delete) go through governance.kill_switch, for the operator's own tenant."""
+    """Engaging (add) and releasing (delete) go through governance.kill_switch, for the operator's own tenant.
 
-    list_display = ("tenant_id", "saga_id", "engaged_by", "reason", "engaged_at")
+    Leave the saga empty to stop the whole tenant. Every operator of the tenant sees the switches (the dashboard
+    links here and shows a tenant-wide one); only its admins engage and release them.
+    """
+
+    list_display = ("scope", "tenant_id", "engaged_by", "reason", "engaged_at")
     fields = ("saga_id", "reason")
+
+    @admin.display(description="scope")
+    def scope(self, obj: KillSwitch) -> str:
+        return f"saga {obj.saga_id}" if obj.saga_id else "whole tenant"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[KillSwitch]:
         principal = principal_for_user(request.user)

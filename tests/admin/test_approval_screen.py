@@ -1,0 +1,125 @@
+"""The approval queue: list, confirm, approve or reject (single and bulk), then run ready nodes, all in the admin."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from governance.identity import Principal
+from sagas.models import Approval, Node, Saga
+from sagas.states import ApprovalStatus, NodeStatus, SagaStatus
+from tests.admin.conftest import gated_saga, messages_of
+from tests.contracts import http_contract, register
+from tests.httpserver import RecordingHTTPServer
+from tests.sagas.helpers import wait_until
+
+QUEUE = "/admin/sagas/saga/approvals/"
+DECIDE = "/admin/sagas/saga/approvals/decide/"
+
+
+def test_queue_lists_waiting_nodes_oldest_first_with_risk_and_requester(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given two gated nodes planned by alice
+    _saga, (first, second) = gated_saga(operator, downstream, keys=("first", "second"))
+    # when
+    page = olga.get(QUEUE).content.decode()
+    # then both rows are there, oldest first, with the contract's semantics and the planner
+    assert page.index(f'id="approval-row-{first.id}"') < page.index(f'id="approval-row-{second.id}"')
+    assert "low" in page and "compensable" in page and "alice" in page and "contract" in page
+    assert f'id="approve-{first.id}"' in page and f'id="reject-{first.id}"' in page
+    assert 'id="bulk-approve"' in page
+
+
+def test_confirmation_page_renders_without_deciding(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    _saga, (node,) = gated_saga(operator, downstream)
+    page = olga.get(DECIDE, {"decision": "approve", "node": str(node.id)})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="confirm-approve"' in html and 'name="reason"' in html and 'id="id_run_ready"' in html
+    node.refresh_from_db()
+    assert node.status == NodeStatus.WAITING_APPROVAL
+
+
+def test_approve_then_run_executes_the_node_and_the_saga_can_commit(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a gated node
+    saga, (node,) = gated_saga(operator, downstream)
+    # when olga approves it with "run ready nodes" ticked
+    answer = olga.post(DECIDE, {"decision": "approve", "node": str(node.id), "reason": "ok", "run_ready": "on"})
+    # then she is sent back to the queue, the approval records her, and the node runs on the executor
+    assert answer.status_code == 302 and answer["Location"] == QUEUE
+    assert any("Approved 1 node" in m for m in messages_of(answer))
+    approval = Approval.objects.get(node=node)
+    assert approval.status == ApprovalStatus.APPROVED and approval.decided_by == "user:olga"
+    assert approval.reason == "ok"
+    wait_until(lambda: Node.objects.get(pk=node.pk).status == NodeStatus.COMPLETED, what="approved node completes")
+    # and the saga commits from its detail page
+    detail = olga.get(f"/admin/sagas/saga/{saga.id}/detail/").content.decode()
+    assert 'id="saga-commit"' in detail
+    olga.post(f"/admin/sagas/saga/{saga.id}/do/commit/")
+    assert Saga.objects.get(pk=saga.id).status == SagaStatus.COMMITTED
+
+
+def test_bulk_approve_decides_every_selected_node(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    _saga, nodes = gated_saga(operator, downstream, keys=("a", "b", "c"))
+    answer = olga.post(DECIDE, {"decision": "approve", "node": [str(n.id) for n in nodes[:2]]})
+    assert any("Approved 2 node(s): a, b" in m for m in messages_of(answer))
+    statuses = dict(Node.objects.values_list("key", "status"))
+    assert statuses == {"a": NodeStatus.READY, "b": NodeStatus.READY, "c": NodeStatus.WAITING_APPROVAL}
+
+
+def test_bulk_reject_blocks_and_asks_for_recovery(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    saga, nodes = gated_saga(operator, downstream, keys=("a", "b"))
+    confirm = olga.get(DECIDE, {"decision": "reject", "node": [str(n.id) for n in nodes]}).content.decode()
+    assert 'id="confirm-reject"' in confirm and "id_run_ready" not in confirm
+    olga.post(DECIDE, {"decision": "reject", "node": [str(n.id) for n in nodes], "reason": "not today"})
+    assert set(Node.objects.values_list("status", flat=True)) == {NodeStatus.REJECTED}
+    assert Saga.objects.get(pk=saga.id).status == SagaStatus.RECOVERY_REQUIRED
+    assert set(Approval.objects.values_list("reason", flat=True)) == {"not today"}
+
+
+def test_coordinator_refusal_is_shown_and_other_nodes_still_decided(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given two waiting nodes, one of which someone else decides first
+    saga, (first, second) = gated_saga(operator, downstream, keys=("first", "second"))
+    from sagas import coordinator
+
+    coordinator.node_approve(actor=operator, saga_id=saga.id, node_id=first.id)
+    # when olga approves both
+    answer = olga.post(DECIDE, {"decision": "approve", "node": [str(first.id), str(second.id)]})
+    # then the coordinator's refusal for the first is shown, and the second is approved
+    shown = messages_of(answer)
+    assert any("first" in m and "not waiting for approval" in m for m in shown)
+    assert any("Approved 1 node(s): second" in m for m in shown)
+
+
+def test_expired_approval_is_refused_with_the_coordinators_message(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer, settings: object
+):
+    settings.SAGA_APPROVAL_TTL_SECONDS = 60  # type: ignore[attr-defined]
+    _saga, (node,) = gated_saga(operator, downstream)
+    Approval.objects.filter(node=node).update(expires_at="2000-01-01T00:00:00Z")  # the request is long past due
+    page = olga.get(QUEUE).content.decode()
+    assert "expired" in page
+    answer = olga.post(DECIDE, {"decision": "approve", "node": str(node.id)})
+    assert any("expired" in m and "Retry the node" in m for m in messages_of(answer))
+    assert Node.objects.get(pk=node.pk).status == NodeStatus.REJECTED
+
+
+def test_policy_gate_requester_is_shown(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    # a caller-requested gate on an ungated contract names the caller as the requester
+    register(http_contract("notify", downstream.url))
+    from sagas import coordinator
+
+    saga = coordinator.saga_begin(actor=operator)
+    coordinator.node_plan(actor=operator, saga_id=saga.id, action="notify", input={}, approval_required=True)
+    assert "caller" in olga.get(QUEUE).content.decode()
+
+
+def test_unknown_decision_or_node_answers_404(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    _saga, (node,) = gated_saga(operator, downstream)
+    assert olga.get(DECIDE, {"decision": "maybe", "node": str(node.id)}).status_code == 404
+    assert olga.get(DECIDE, {"decision": "approve", "node": "not-a-uuid"}).status_code == 404
+    assert olga.get(DECIDE, {"decision": "approve"}).status_code == 404
