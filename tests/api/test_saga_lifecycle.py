@@ -105,9 +105,7 @@ def test_evidence_reads_timeline_audit_verify_and_policy(alice: APIClient, downs
     events = ok(alice.get(f"{API}/sagas/{saga_id}/audit-events/"))["events"]
     assert events[0]["event_type"] == "SAGA_STARTED"
     assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
-    started = ok(
-        alice.get(f"{API}/sagas/{saga_id}/audit-events/?event_types=SAGA_STARTED&event_types=STEP_COMPLETED")
-    )
+    started = ok(alice.get(f"{API}/sagas/{saga_id}/audit-events/?event_types=SAGA_STARTED&event_types=STEP_COMPLETED"))
     assert {e["event_type"] for e in started["events"]} == {"SAGA_STARTED", "STEP_COMPLETED"}
     # and the chain verifies
     verified = ok(alice.get(f"{API}/sagas/{saga_id}/audit-events/verify/"))
