@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PYTEST_WORKERS ?= 2
 
-.PHONY: run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js
+.PHONY: screenshots run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,10 @@ test-postgres:
 
 conformance:
 	bash conformance/run.sh
+
+## screenshots: re-take docs/img/console-*.png (the console's four main screens) with the end-to-end tests
+screenshots: dev-venv
+	SAGA_SCREENSHOTS_DIR=docs/img DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest tests/e2e -q
 
 clean:
 	rm -rf $(VENV) staticfiles *.egg-info
