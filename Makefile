@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PYTEST_WORKERS ?= 2
 
-.PHONY: screenshots run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js
+.PHONY: browser screenshots run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,12 @@ run: venv .env
 	$(BIN)/semantic-saga serve --host 127.0.0.1 --port 8000
 
 ## test: install with dev extras, lint, the whole suite on SQLite and again on PostgreSQL, then MCP conformance
-test: dev-venv lint a2a-js test-sqlite test-postgres conformance
+test: dev-venv lint a2a-js browser test-sqlite test-postgres conformance
+
+## browser: Debian's Chromium for the console's end-to-end tests (tests/e2e); Playwright drives it, downloads none
+browser:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium package"; \
+		apt-get update -qq && apt-get install -y -qq chromium; }
 
 ## a2a-js: the @a2a-js/sdk peer of tests/protocols/test_a2a_js_client.py, pinned by its package-lock.json
 a2a-js: tests/protocols/js/node_modules/.package-lock.json
