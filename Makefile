@@ -62,5 +62,16 @@ conformance:
 screenshots: dev-venv
 	SAGA_SCREENSHOTS_DIR=docs/img DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest tests/e2e -q
 
+## bench: the benchmark suite (bench/run.py) against local PostgreSQL and a private redis-server; prints one table
+## and writes bench/results/<date>.json (add BENCH_ARGS=--write-docs to refresh docs/benchmarks.md)
+bench: dev-venv
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+## bench-quick: the same comparisons with fewer rounds and levels, under two minutes (bench/results/<date>-quick.json)
+bench-quick: dev-venv
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) staticfiles *.egg-info

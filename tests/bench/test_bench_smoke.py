@@ -1,0 +1,125 @@
+"""The benchmark harness's pure pieces (statistics, verdicts, the table, the docs section), so bench/ cannot rot.
+
+No timing is asserted here: the suite itself runs with `make bench` / `make bench-quick`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench import common
+from bench.common import Summary, Target
+from bench.profile_chain import classify
+from bench.run import QUICK, Collected, RoundFigure, build_report, docs_section, render
+from bench.sagas_chain import chain_intervals
+
+
+def test_percentile_interpolates_between_ranks_like_numpy():
+    samples = [4.0, 1.0, 3.0, 2.0]
+    assert common.percentile(samples, 0) == 1.0
+    assert common.percentile(samples, 50) == 2.5
+    assert common.percentile(samples, 100) == 4.0
+    assert common.percentile(samples, 99) == pytest.approx(3.97)
+    assert math.isnan(common.percentile([], 50))
+    with pytest.raises(ValueError):
+        common.percentile(samples, 101)
+
+
+def test_summary_takes_the_median_of_round_medians_and_p99_over_all_samples():
+    summary = common.summarize([[1.0, 2.0, 3.0], [10.0, 11.0, 12.0], [2.0, 3.0, 4.0]])
+    assert summary.round_medians == [2.0, 11.0, 3.0]
+    assert summary.p50 == 3.0  # one slow round does not move the median
+    assert summary.n == 9
+    assert summary.p99 == pytest.approx(common.percentile([1, 2, 3, 10, 11, 12, 2, 3, 4], 99))
+    assert summary.as_dict(1000)["p50"] == 3000.0
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios():
+    assert common.paired_ratio([2.0, 4.0, 100.0], [1.0, 2.0, 10.0]) == 2.0
+    assert math.isnan(common.ratio(1.0, 0.0))
+    assert math.isnan(common.paired_ratio([], []))
+
+
+@pytest.mark.parametrize(
+    ("value", "op", "limit", "verdict"),
+    [(1.2, "<=", 1.3, "PASS"), (1.31, "<=", 1.3, "MISS"), (2.0, ">=", 2.0, "PASS"), (math.nan, ">=", 2.0, "N/A")],
+)
+def test_target_verdicts(value: float, op: str, limit: float, verdict: str):
+    assert Target("t", value, op, limit).verdict == verdict
+
+
+def test_targets_show_ratios_and_shares():
+    assert Target("t", 1.234, "<=", 1.3).shown(1.234) == "1.23x"
+    assert Target("t", 0.05, "<=", 0.1, unit="%").shown(0.05) == "5.0%"
+    assert common.fmt(12345.6) == "12,346"
+    assert common.fmt(math.nan) == "n/a"
+    assert common.fmt(0.1234, "ms", 3) == "0.123 ms"
+
+
+def test_markdown_table_and_marked_section_replacement():
+    table = common.markdown_table(["a", "bb"], [["1", "2"], ["333", "4"]])
+    lines = table.splitlines()
+    assert lines[0] == "| a   | bb |" and lines[1] == "|-----|----|" and len(lines) == 4
+    text = "intro\n<!-- bench:begin -->\nold\n<!-- bench:end -->\noutro\n"
+    assert common.replace_marked(text, "new") == "intro\n<!-- bench:begin -->\nnew\n<!-- bench:end -->\noutro\n"
+    with pytest.raises(ValueError):
+        common.replace_marked("no markers", "new")
+
+
+def test_chain_intervals_are_per_saga_gaps_in_sequence_order():
+    rows = [("a", 2, 10.5), ("a", 1, 10.0), ("a", 3, 11.5), ("b", 1, 20.0), ("b", 2, 20.25)]
+    assert sorted(chain_intervals(rows)) == [0.25, 0.5, 1.0]
+
+
+def test_statements_are_labelled_by_verb_and_table():
+    assert classify('SELECT "sagas_node"."id" FROM "sagas_node" WHERE 1') == "SELECT sagas_node"
+    assert classify('UPDATE "sagas_saga" SET x = 1') == "UPDATE sagas_saga"
+    assert classify('INSERT INTO "audit_auditevent" ("id") VALUES (1)') == "INSERT audit_auditevent"
+    assert classify('SAVEPOINT "s1"') == "SAVEPOINT/RELEASE"
+    assert classify("COMMIT") == "COMMIT"
+
+
+def test_report_and_table_from_synthetic_rounds():
+    data = Collected()
+    for _ in range(3):
+        data.add("bare", 1, RoundFigure(math.nan, [0.001, 0.001, 0.002]))
+        data.add("embedded", 1, RoundFigure(100.0, [0.002, 0.002, 0.003]))
+        data.add("dbos", 1, RoundFigure(200.0, [0.004, 0.004]))
+        data.add("celery", 1, RoundFigure(150.0, [0.002]))
+        data.add("celery-chain", 1, RoundFigure(40.0, [0.01]))
+        data.add("embedded", 4, RoundFigure(300.0, []))
+        data.add("embedded", 64, RoundFigure(270.0, []))
+    data.extra["audit_chain"] = {"events_per_node": 4.0, "chain_seconds_per_event": 0.00002}
+    data.extra["mcp"] = {"ours": [[0.03, 0.03]], "bare": [[0.02, 0.02]]}
+    data.extra["recovery"] = {"lease_seconds": 5, "sweep_interval_seconds": 1.0, "trials": [{"seconds": 4.0}]}
+    targets, rows, figures = build_report(data, QUICK)
+    by_name = {t.name: t for t in targets}
+    assert by_name["chained step p50 / bare INSERT+COMMIT p50"].value == 2.0
+    assert by_name["chained step p50 / bare INSERT+COMMIT p50"].verdict == "MISS"
+    assert by_name["per-step p50 / DBOS per-step p50"].verdict == "PASS"
+    assert by_name["peak steps/s / DBOS peak steps/s"].value == 1.5
+    assert by_name["Celery-executor sagas steps/s / plain Celery chain tasks/s"].value == 150.0 / 40.0
+    assert by_name["hash chain share of a chained step (estimate)"].value == pytest.approx(0.04)
+    assert by_name["steps/s @64 / @4 sagas (embedded)"].value == pytest.approx(0.9)
+    assert by_name["MCP begin+execute / bare MCPServer 2 calls"].value == pytest.approx(1.5)
+    assert by_name["recovery: SIGKILL -> resumed, / lease"].verdict == "PASS"
+    assert figures["per_second"]["embedded"]["64"] == 270.0
+    table = render(targets, rows)
+    assert table.count("\n") == len(targets) + len(rows) + 1
+    meta = {
+        "date": "2026-01-01",
+        "command": "make bench-quick",
+        "mode": "quick",
+        "seconds": 90.0,
+        "git": "abc1234",
+        "machine": {"nproc": 2, "cpu": "cpu", "python": "3.11"},
+        "versions": {"postgresql": "15", "redis": "7"},
+    }
+    section = docs_section(table, meta)
+    assert section.startswith("Last run: 2026-01-01") and table in section
+
+
+def test_summary_dataclass_defaults():
+    assert Summary(1.0, 2.0, 3).round_medians == []
