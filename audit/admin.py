@@ -66,6 +66,8 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _ModelAdmin):
     # Chain order, served by the (saga_id, sequence) unique index; filter by saga for one chain.
     ordering = ("saga_id", "sequence")
     show_full_result_count = False
+    # Facet counts would count the tenant's whole journal once per event type on every page load.
+    show_facets = admin.ShowFacets.NEVER
     fields = (
         "saga_id",
         "sequence",
@@ -89,4 +91,6 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _ModelAdmin):
     @admin.display(description="saga", ordering="saga_id")
     def saga_link(self, obj: AuditEvent) -> str:
         url = f"{reverse('admin:audit_auditevent_changelist')}?saga_id={obj.saga_id}"
-        return format_html('<a href="{}" title="this saga\'s events">{}</a>', url, obj.saga_id)
+        return format_html(
+            '<a href="{}" title="this saga\'s events" style="white-space:nowrap" class="mono">{}</a>', url, obj.saga_id
+        )

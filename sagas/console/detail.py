@@ -59,6 +59,8 @@ class SagaDetail:
     approvals: list[Approval]
     svg: SafeString
     actions: SagaActions
+    # The timeline's node dicts plus `depends_on_labels` (keys where nodes have them: what an operator reads).
+    nodes: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Any] = field(default_factory=list)
 
 
@@ -69,12 +71,15 @@ def saga_detail(*, actor: Principal, saga_id: object) -> SagaDetail:
     approvals = list(Approval.objects.filter(node__saga=saga).select_related("node").order_by("created_at", "id"))
     nodes = dag.nodes_from_timeline(timeline["nodes"])
     cases = recovery_cases(actor=actor, saga_id=saga.id)
+    labels = {n["id"]: n["key"] or n["id"][:8] for n in timeline["nodes"]}
+    rows = [{**n, "depends_on_labels": [labels.get(d, d) for d in n["depends_on"]]} for n in timeline["nodes"]]
     return SagaDetail(
         saga=saga,
         timeline=timeline,
         approvals=approvals,
         svg=dag.render_svg(nodes, label=f"Workflow DAG of saga {saga.id}"),
         actions=saga_actions(saga, timeline),
+        nodes=rows,
         problems=cases[0].problems if cases else [],
     )
 
