@@ -2,9 +2,10 @@
 
 Validation is two passes over the same contract: the published JSON Schema (docs/action_registry.schema.json,
 a copy of registry/action_registry.schema.json) for shape, then the rules JSON Schema cannot say well (template
-roots, compensation presence, schema validity). Both report every problem at once, each prefixed with the path
-of the offending value (`actions[2].execution_policy.forward.max_attempts: ...`), because an operator fixing a
-file wants the whole list, not one error per attempt.
+roots, compensation presence, which fields belong to which kind, import drafts, schema validity). Both report
+every problem at once, each prefixed with the path of the offending value
+(`actions[2].execution_policy.forward.max_attempts: ...`), because an operator fixing a file wants the whole list,
+not one error per attempt.
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ _NEEDS_COMPENSATION = ("reversible", "compensable")
 _NO_COMPENSATION = ("read_only",)
 # The coordinator sets this header from the step id; a contract value would break retry deduplication.
 _RESERVED_HEADERS = ("idempotency-key",)
+# Contract fields that only mean something for MCP actions.
+_MCP_ONLY_FIELDS = ("server", "capture")
+# Template roots that yield a string, so they cannot stand for a whole MCP arguments object.
+_SCALAR_ROOTS = ("saga", "step")
 # Validator cache size: one entry per distinct input/output schema; a registry rarely has more than a few dozen.
 _VALIDATOR_CACHE_SIZE = 512
 # Long instance reprs (a whole object in a type error) make messages unreadable; cut them.
@@ -145,10 +150,20 @@ def _semantic_problems(contract: Any, path: str) -> list[str]:
         return []
     problems = _schema_validity_problems(contract, path)
     problems += _compensation_presence_problems(contract, path)
+    problems += _draft_problems(contract, path)
     for part, allow_result in (("forward", False), ("compensation", True)):
         request = contract.get(part)
         if isinstance(request, dict) and contract.get("kind") == "http":
             problems += _http_request_problems(request, f"{path}.{part}", allow_result=allow_result)
+    if contract.get("kind") == "mcp":
+        problems += _mcp_problems(contract, path)
+    else:
+        problems += [
+            f"{path}.{field}: only mcp actions have a {field!r} (this one is kind {contract.get('kind')!r}); remove "
+            "it, or make the action kind mcp"
+            for field in _MCP_ONLY_FIELDS
+            if field in contract
+        ]
     return problems
 
 
@@ -170,6 +185,12 @@ def _compensation_presence_problems(contract: dict[str, Any], path: str) -> list
     semantic = contract.get("semantic")
     reversibility = semantic.get("reversibility") if isinstance(semantic, dict) else None
     has_it = "compensation" in contract
+    if reversibility == "reversible" and not has_it:
+        return [
+            f"{path}: semantic.reversibility 'reversible' means the inverse is known, so the contract must declare "
+            "it: add a 'compensation' (the call that undoes the forward call), or declare 'unknown' (or "
+            "'irreversible') until you have one"
+        ]
     if reversibility in _NEEDS_COMPENSATION and not has_it:
         return [
             f"{path}: 'compensation' is required because semantic.reversibility is {reversibility!r}; add the "
@@ -197,6 +218,48 @@ def _http_request_problems(request: dict[str, Any], path: str, *, allow_result: 
                 "remove it from the contract"
             )
     return problems
+
+
+def _draft_problems(contract: dict[str, Any], path: str) -> list[str]:
+    review = contract.get("review")
+    if isinstance(review, dict) and review.get("draft") is True and contract.get("active", True) is not False:
+        return [
+            f"{path}: this is an unreviewed draft (review.draft is true), so it cannot be active; review it (notes in "
+            'review.notes), then remove review.draft, or register it with "active": false'
+        ]
+    return []
+
+
+def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
+    """Templates only in arguments, with the roots each call may use; nothing templated in server or tool names."""
+    problems = []
+    has_capture = isinstance(contract.get("capture"), dict)
+    calls = (("capture", False, False), ("forward", False, False), ("compensation", True, has_capture))
+    for part, allow_result, allow_pre_state in calls:
+        call = contract.get(part)
+        if not isinstance(call, dict):
+            continue
+        where = f"{path}.{part}"
+        arguments = call.get("arguments")
+        problems += template_problems(
+            arguments, f"{where}.arguments", allow_result=allow_result, allow_pre_state=allow_pre_state
+        )
+        if isinstance(arguments, str) and arguments.removeprefix("${").split(".")[0].rstrip("}") in _SCALAR_ROOTS:
+            problems.append(
+                f"{where}.arguments: {arguments!r} yields a string, but arguments must be an object; use an object "
+                'such as {"id": "${step.id}"} or a template yielding one, such as "${input}"'
+            )
+        problems += _literal_only(call.get("tool"), f"{where}.tool")
+    problems += _literal_only(contract.get("server"), f"{path}.server")
+    return problems
+
+
+def _literal_only(value: Any, path: str) -> list[str]:
+    return [
+        f"{where}: templates are only rendered in arguments; {text!r} would be used literally"
+        for where, text in iter_strings(value, path)
+        if TEMPLATE_MARKER in text
+    ]
 
 
 def _cross_contract_problems(actions: list[dict[str, Any]]) -> list[str]:

@@ -1,9 +1,13 @@
-"""Whole-value templates in HTTP request bodies.
+"""Whole-value templates in HTTP request bodies and MCP tool arguments.
 
-A JSON string that is exactly `${input.a.b}`, `${result.x}`, `${saga.id}` or `${step.id}` is replaced by the
-referenced value with its JSON type kept (an integer stays an integer). There is no interpolation inside longer
-strings: a value like "order ${input.id}" is refused at validation, because sending it literally would almost
-certainly be a mistake and partial interpolation would silently stringify numbers.
+A JSON string that is exactly `${input.a.b}`, `${result.x}`, `${pre_state.x}`, `${saga.id}` or `${step.id}` is
+replaced by the referenced value with its JSON type kept (an integer stays an integer). `${result...}` exists only
+for compensation (the forward result); `${pre_state...}` only for the compensation of an MCP action that declares
+a `capture` (the state read just before the forward call, persisted with the forward result).
+
+There is no interpolation inside longer strings: a value like "order ${input.id}" is refused at validation,
+because sending it literally would almost certainly be a mistake and partial interpolation would silently
+stringify numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ _WHOLE = re.compile(r"\$\{(?P<expr>[^{}]*)\}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 # `saga` and `step` expose only their id: the template surface stays small and every rendered value is one the
 # coordinator already journals.
-_ROOTS_WITH_PATHS = ("input", "result")
+_ROOTS_WITH_PATHS = ("input", "result", "pre_state")
 _ID_ONLY_ROOTS = ("saga", "step")
 
 
@@ -35,18 +39,18 @@ def iter_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from iter_strings(item, f"{path}[{index}]")
 
 
-def template_problems(value: Any, path: str, *, allow_result: bool) -> list[str]:
+def template_problems(value: Any, path: str, *, allow_result: bool, allow_pre_state: bool = False) -> list[str]:
     """Validation findings for every template-looking string inside `value`."""
     problems = []
     for where, text in iter_strings(value, path):
         if TEMPLATE_MARKER in text:
-            problem = _expression_problem(text, allow_result=allow_result)
+            problem = _expression_problem(text, allow_result=allow_result, allow_pre_state=allow_pre_state)
             if problem:
                 problems.append(f"{where}: {problem}")
     return problems
 
 
-def _expression_problem(text: str, *, allow_result: bool) -> str | None:
+def _expression_problem(text: str, *, allow_result: bool, allow_pre_state: bool) -> str | None:
     match = _WHOLE.fullmatch(text)
     if match is None:
         return (
@@ -58,11 +62,19 @@ def _expression_problem(text: str, *, allow_result: bool) -> str | None:
     if root in _ID_ONLY_ROOTS:
         return None if rest == ["id"] else f"{text!r}: only ${{{root}.id}} is available from {root}"
     if root not in _ROOTS_WITH_PATHS:
-        return f"{text!r} uses the unknown root {root!r}; use input, result (compensation only), saga.id or step.id"
+        return (
+            f"{text!r} uses the unknown root {root!r}; use input, result (compensation only), pre_state "
+            "(compensation of an mcp action with capture), saga.id or step.id"
+        )
     if root == "result" and not allow_result:
         return (
             f"{text!r} refers to the forward result, which does not exist yet when the forward call is made; "
             "${result...} is only allowed in compensation"
+        )
+    if root == "pre_state" and not allow_pre_state:
+        return (
+            f"{text!r} refers to the captured pre-state, which only exists for the compensation of an mcp action "
+            "that declares a 'capture' tool call; add a capture, or use input/result instead"
         )
     if not all(_SEGMENT.fullmatch(part) for part in rest):
         return f"{text!r}: path segments must be letters, digits, '_' or '-' separated by '.'"
@@ -116,9 +128,10 @@ def _child(container: Any, key: str) -> tuple[bool, Any]:
 
 def references_result_fields(value: Any) -> bool:
     """Whether a request template reads fields of the forward result (`${result.x}`), which only exist once the
-    forward call answered."""
+    forward call answered. `${pre_state.x}` counts too: the captured pre-state is persisted inside the forward
+    result of an MCP step, so without a result there is no pre-state either."""
     for _, text in iter_strings(value, "request"):
         match = _WHOLE.fullmatch(text)
-        if match and match["expr"].startswith("result."):
+        if match and match["expr"].startswith(("result.", "pre_state.")):
             return True
     return False

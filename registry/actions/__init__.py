@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from registry.actions import builtin, http
+from registry.actions import builtin, http, mcp
 from registry.actions.context import InvocationContext
 from registry.contracts import has_compensation
 from registry.errors import ActionFailure
@@ -41,9 +41,12 @@ def _dispatch(
         return http.call(request, ctx, compensation=compensation)
     if kind == "builtin":
         return builtin.call(request, ctx)
+    if kind == "mcp":
+        return mcp.call(definition, ctx, compensation=compensation)
     raise ActionFailure(
         "UNKNOWN_ACTION_KIND",
-        f"{_name(definition)} has kind {kind!r}, which this server cannot run (known: http, builtin). Nothing ran.",
+        f"{_name(definition)} has kind {kind!r}, which this server cannot run (known: http, builtin, mcp). Nothing "
+        "ran.",
         retryable=False,
     )
 

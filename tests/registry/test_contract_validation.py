@@ -24,7 +24,13 @@ def test_example_registry_validates(example_document: dict[str, Any]) -> None:
     # when it is validated
     contracts = validate_registry_document(example_document)
     # then every contract is accepted
-    assert [c["id"] for c in contracts] == ["create_text_file", "noop", "charge_card", "update_inventory"]
+    assert [c["id"] for c in contracts] == [
+        "create_text_file",
+        "noop",
+        "charge_card",
+        "update_inventory",
+        "crm_create_contact",
+    ]
 
 
 def test_contract_bad_max_attempts_names_path(example_document: dict[str, Any]) -> None:
@@ -140,7 +146,7 @@ def test_contract_invalid_input_schema_names_schema_path(builtin_contract: dict[
     ("mutate", "expected"),
     [
         (lambda c: c["forward"].update(builtin="rm_rf"), "contract.forward.builtin: 'rm_rf' is not one of"),
-        (lambda c: c.update(kind="grpc"), "contract.kind: 'grpc' is not one of ['http', 'builtin']"),
+        (lambda c: c.update(kind="grpc"), "contract.kind: 'grpc' is not one of ['http', 'builtin', 'mcp']"),
         (lambda c: c.update(execution_polcy={}), "'execution_polcy' was unexpected"),
         (lambda c: c.update(version="1.0"), "contract.version: '1.0' is not a semantic version"),
         (lambda c: c["semantic"].update(risk="huge"), "contract.semantic.risk: 'huge' is not one of"),
@@ -190,7 +196,7 @@ def test_registry_file_two_active_versions_refused(example_document: dict[str, A
     error = _document_problems(example_document)
     # then the file is refused with a hint to deactivate one
     assert error.code == "INVALID_REGISTRY_FILE"
-    assert "actions[4]: a second active version of 'noop' (the other is at actions[1])" in error.message
+    assert "actions[5]: a second active version of 'noop' (the other is at actions[1])" in error.message
 
 
 def test_published_schema_matches_package_copy() -> None:

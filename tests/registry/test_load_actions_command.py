@@ -26,10 +26,10 @@ def test_load_actions_prints_summary() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then one summary line lists what was created
     assert output.strip() == (
-        f"Loaded {EXAMPLE_REGISTRY}: 4 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
-        "update_inventory@1.0.0), 0 unchanged, 0 activated."
+        f"Loaded {EXAMPLE_REGISTRY}: 5 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
+        "update_inventory@1.0.0, crm_create_contact@1.0.0), 0 unchanged, 0 activated."
     )
-    assert ActionDefinition.objects.count() == 4
+    assert ActionDefinition.objects.count() == 5
 
 
 def test_load_actions_second_run_reports_unchanged() -> None:
@@ -39,8 +39,8 @@ def test_load_actions_second_run_reports_unchanged() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then
     assert (
-        "0 created, 4 unchanged (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0)"
-        in output
+        "0 created, 5 unchanged (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, "
+        "crm_create_contact@1.0.0)" in output
     )
 
 
@@ -64,7 +64,7 @@ def test_load_actions_defaults_to_setting(settings: Any) -> None:
     # when run without a file
     output = _run()
     # then that file is loaded
-    assert "4 created" in output
+    assert "5 created" in output
 
 
 def test_load_actions_without_file_or_setting_fails(settings: Any) -> None:

@@ -25,16 +25,23 @@ def test_registry_load_file_example_creates_all() -> None:
     # when loaded
     report = registry_load_file(EXAMPLE_REGISTRY)
     # then every contract is created and active
-    assert report.created == ["create_text_file@1.0.0", "noop@1.0.0", "charge_card@1.0.0", "update_inventory@1.0.0"]
+    assert report.created == [
+        "create_text_file@1.0.0",
+        "noop@1.0.0",
+        "charge_card@1.0.0",
+        "update_inventory@1.0.0",
+        "crm_create_contact@1.0.0",
+    ]
     assert set(ActionDefinition.objects.filter(active=True).values_list("action_id", flat=True)) == {
         "create_text_file",
         "noop",
         "charge_card",
         "update_inventory",
+        "crm_create_contact",
     }
     assert report.summary() == (
-        f"Loaded {EXAMPLE_REGISTRY}: 4 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
-        "update_inventory@1.0.0), 0 unchanged, 0 activated."
+        f"Loaded {EXAMPLE_REGISTRY}: 5 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
+        "update_inventory@1.0.0, crm_create_contact@1.0.0), 0 unchanged, 0 activated."
     )
 
 
@@ -45,7 +52,7 @@ def test_registry_load_file_twice_is_idempotent() -> None:
     # when loaded again
     report = registry_load_file(EXAMPLE_REGISTRY)
     # then nothing changed
-    assert (report.created, report.activated, len(report.unchanged)) == ([], [], 4)
+    assert (report.created, report.activated, len(report.unchanged)) == ([], [], 5)
     assert list(ActionDefinition.objects.order_by("pk").values()) == before
 
 
