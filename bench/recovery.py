@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from bench.common import Children, poll, saga_env, start_celery_worker
+from bench.common import Child, Children, launch_celery_worker, poll, saga_env, start_celery_worker, wait_celery_ready
 
 LEASE_SECONDS = 5
 SWEEP_INTERVAL = 1.0
@@ -111,7 +111,15 @@ class Trial:
     outcome: str
 
 
-def trial(children: Children, broker_url: str, server: SlowServer, *, idempotent: bool, version: str) -> Trial:
+def launch_victim(children: Children, broker_url: str, name: str) -> Child:
+    """A worker on its own Redis database, started early so its start-up overlaps other work; idle until a trial."""
+    env = saga_env(CELERY_BROKER_URL=broker_url, SAGA_LEASE_SECONDS=str(LEASE_SECONDS))
+    return launch_celery_worker(children, name, "saga_project", env)
+
+
+def trial(
+    children: Children, broker_url: str, server: SlowServer, *, idempotent: bool, version: str, victim: Child
+) -> Trial:
     from django.conf import settings
 
     from governance.identity import local_principal
@@ -123,11 +131,11 @@ def trial(children: Children, broker_url: str, server: SlowServer, *, idempotent
     action_id = "bench_slow_idempotent" if idempotent else "bench_slow"
     action_register(_contract(action_id, version, server.url, idempotent))
     env = saga_env(CELERY_BROKER_URL=broker_url, SAGA_LEASE_SECONDS=str(LEASE_SECONDS))
-    victim = start_celery_worker(children, f"victim-{action_id}", "saga_project", env)
+    wait_celery_ready(victim)
     actor = local_principal()
     saga = coordinator.saga_begin(actor=actor, metadata={"bench": "recovery"})
     node = coordinator.node_plan(actor=actor, saga_id=saga.id, action=action_id, input={}, version=version)
-    assert settings.CELERY_BROKER_URL, "recovery runs on the Celery executor"
+    assert broker_url == settings.CELERY_BROKER_URL, "recovery runs on the Celery executor, on the victim's queue"
     coordinator.saga_run_ready(actor=actor, saga_id=saga.id, wait_seconds=0)
     poll(lambda: any(server.arrivals.values()) and _step_key(node.pk) in server.arrivals, 60, "the slow call")
     key = _step_key(node.pk)

@@ -50,15 +50,16 @@ class Plan:
 
 QUICK = Plan(
     name="quick",
-    levels={1: 3, 4: 2, 64: 1},
+    levels={1: 2, 4: 2, 64: 1},
     latency_sagas=2,
-    # The Celery executor's 64-saga batch alone takes half a minute at today's per-step cost; quick mode keeps
-    # the 64/4 ratio on the embedded executor and DBOS/Celery at 64, full mode runs everything.
-    skip={64: ("celery",)},
+    # At today's per-step cost the Celery executor's 64-saga batch alone takes half a minute (and the plain chain
+    # at 64 is past its peak): quick mode keeps the 64/4 ratio on the embedded executor and DBOS at 64 (its peak),
+    # full mode runs every system at every level.
+    skip={64: ("celery", "celery-chain")},
     bare_ops=200,
     fanout_rounds=1,
     mcp_rounds=2,
-    mcp_iterations=25,
+    mcp_iterations=15,
     verify_events=20_000,
     recovery=(False,),
 )
@@ -109,8 +110,9 @@ class Collected:
 
 
 class Harness:
-    def __init__(self, plan: Plan, children: common.Children) -> None:
+    def __init__(self, plan: Plan, children: common.Children, skip: set[str]) -> None:
         self.plan = plan
+        self.skip = skip
         self.children = children
         self.data = Collected()
 
@@ -135,13 +137,43 @@ class Harness:
             "bench.celery_chain",
             common.saga_env(BENCH_CHAIN_BROKER_URL=self.chain_broker),
         )
+        self.victims: list[common.Child] = []
+        if "recovery" not in self.skip:
+            from bench.recovery import launch_victim
+
+            # One Redis database per trial: the only worker on a trial's queue is the one that will be killed.
+            self.victim_brokers = [f"{self.redis}/{2 + n}" for n in range(len(self.plan.recovery))]
+            self.victims = [
+                launch_victim(self.children, url, f"victim-{n}") for n, url in enumerate(self.victim_brokers)
+            ]
+        if "mcp" not in self.skip:
+            from bench import mcp_roundtrip
+
+            progress("starting our server (semantic-saga serve) and a bare MCPServer on loopback")
+            self.mcp_servers = (mcp_roundtrip.start_ours(self.children), mcp_roundtrip.start_bare(self.children))
         progress("launching DBOS Transact (system database dbos_bench)")
         self.dbos = DbosBench()
-        common.wait_celery_ready(self.saga_worker)
-        common.wait_celery_ready(chain_worker)
         self.bare = BareInsert()
         self.sagas = SagaBench(self.saga_broker)
         self.chains = CeleryChainBench(self.chain_broker)
+        chains, fanouts = self.sagas_needed()
+        progress(f"planning {chains} chained and {fanouts} fan-out sagas ahead (untimed) while the children start")
+        self.sagas.prepare("chain", chains)
+        self.sagas.prepare("fanout", fanouts)
+        common.wait_celery_ready(self.saga_worker)
+        common.wait_celery_ready(chain_worker)
+        if "mcp" not in self.skip:
+            for child, url in self.mcp_servers:
+                mcp_roundtrip.wait_ready(child, url)
+
+    def sagas_needed(self) -> tuple[int, int]:
+        """(chained, fan-out) sagas the planned rounds will run."""
+        chains = 0
+        for level, rounds in self.plan.levels.items():
+            executors = [s for s in ("embedded", "celery") if s not in self.plan.skip.get(level, ())]
+            chains += rounds * len(executors) * (self.plan.latency_sagas if level == 1 else level)
+        fanouts = 0 if "fanout" in self.skip else 2 * self.plan.fanout_rounds
+        return chains, fanouts
 
     # one round of one system at one level
     def measure(self, system: str, level: int) -> RoundFigure:
@@ -201,24 +233,16 @@ class Harness:
 
     def audit(self) -> None:
         from bench.audit_cost import chain_cost, verify_throughput
-        from sagas.models import Saga
 
-        recent = list(
-            Saga.objects.filter(metadata__bench="chain").order_by("-created_at").values_list("id", flat=True)[:20]
-        )
-        self.data.extra["audit_chain"] = chain_cost(recent)
+        self.data.extra["audit_chain"] = chain_cost(self.sagas.ran_chains[-20:])
         progress(f"verify_audit over {self.plan.verify_events:,} events (written once, kept in saga_bench)")
         self.data.extra["verify"] = verify_throughput(self.plan.verify_events)
 
     def mcp(self) -> None:
         from bench import mcp_roundtrip
 
-        progress("starting our server (semantic-saga serve) and a bare MCPServer on loopback")
-        ours, ours_url = mcp_roundtrip.start_ours(self.children)
-        bare, bare_url = mcp_roundtrip.start_bare(self.children)
+        (ours, ours_url), (bare, bare_url) = self.mcp_servers
         try:
-            mcp_roundtrip.wait_ready(ours, ours_url)
-            mcp_roundtrip.wait_ready(bare, bare_url)
             out: dict[str, list[list[float]]] = {"ours": [], "bare": []}
             for round_no in range(self.plan.mcp_rounds):
                 pair = [("ours", ours_url), ("bare", bare_url)]
@@ -233,15 +257,19 @@ class Harness:
     def recovery(self) -> None:
         from bench import recovery
 
-        progress("recovery: stopping the throughput worker; a victim worker will be SIGKILLed mid-call")
-        self.saga_worker.stop()
-        self.sagas.use("celery")
+        progress("recovery: a victim worker on its own queue will be SIGKILLed mid-call")
         version = f"1.{int(time.time())}.0"
         trials: list[dict[str, Any]] = []
         with recovery.SlowServer() as server:
             for n, idempotent in enumerate(self.plan.recovery):
+                self.sagas.use("celery", self.victim_brokers[n])
                 result = recovery.trial(
-                    self.children, self.saga_broker, server, idempotent=idempotent, version=f"{version}-t{n}"
+                    self.children,
+                    self.victim_brokers[n],
+                    server,
+                    idempotent=idempotent,
+                    version=f"{version}-t{n}",
+                    victim=self.victims[n],
                 )
                 trials.append(result.__dict__)
                 progress(f"recovery ({result.contract}): {result.seconds:.2f} s from SIGKILL to {result.outcome}")
@@ -493,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     load_at_start = common.machine()["loadavg"]
     children = common.Children(common.WORK / "logs")
-    harness = Harness(plan, children)
+    harness = Harness(plan, children, skip)
     phases: list[tuple[str, Callable[[], None]]] = [
         ("levels", harness.levels),
         ("fanout", harness.fanout),

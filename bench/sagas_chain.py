@@ -60,13 +60,16 @@ class SagaBench:
         self.broker_url = broker_url
         self.actor = local_principal()
         self.executor = "embedded"
+        # Sagas planned ahead (during start-up, untimed) and taken by the timed runs; shortfalls are planned on demand.
+        self.stock: dict[str, list[uuid.UUID]] = {"chain": [], "fanout": []}
+        self.ran_chains: list[uuid.UUID] = []  # chained sagas that ran, newest last (the audit phase reads them)
 
-    def use(self, executor: str) -> None:
+    def use(self, executor: str, broker_url: str | None = None) -> None:
         """Switch this process between the embedded executor and publishing nudges to Celery on our Redis."""
         from saga_project.celery import app as celery_app
 
         self.executor = executor
-        url = self.broker_url if executor == "celery" else ""
+        url = (broker_url or self.broker_url) if executor == "celery" else ""
         settings.CELERY_BROKER_URL = url
         if url:
             celery_app.set_current()  # shared_task nudges publish through the current app
@@ -106,6 +109,15 @@ class SagaBench:
         with ThreadPoolExecutor(max_workers=min(PLANNER_THREADS, count)) as pool:
             return list(pool.map(lambda _: self._plan_one(shape), range(count)))
 
+    def prepare(self, shape: str, count: int) -> None:
+        if count > 0:
+            self.stock[shape].extend(self.plan(shape, count))
+
+    def take(self, shape: str, count: int) -> list[uuid.UUID]:
+        stock = self.stock[shape]
+        taken, self.stock[shape] = stock[:count], stock[count:]
+        return taken + (self.plan(shape, count - len(taken)) if len(taken) < count else [])
+
     # --- running (timed) --------------------------------------------------------------------------------------------
 
     def run(self, saga_ids: list[uuid.UUID], *, max_parallel: int, timeout: float = 180) -> BatchResult:
@@ -135,8 +147,11 @@ class SagaBench:
         return BatchResult(sagas=len(saga_ids), steps=len(rows), seconds=finished - started, step_samples=intervals)
 
     def chained(self, concurrency: int) -> BatchResult:
-        return self.run(self.plan("chain", concurrency), max_parallel=1)
+        ids = self.take("chain", concurrency)
+        result = self.run(ids, max_parallel=1)
+        self.ran_chains.extend(ids)
+        return result
 
     def fanout(self) -> BatchResult:
         """One saga: root, 16 independent nodes, join; the fan-out runs up to 16 nodes at once."""
-        return self.run(self.plan("fanout", 1), max_parallel=FANOUT_WIDTH)
+        return self.run(self.take("fanout", 1), max_parallel=FANOUT_WIDTH)
