@@ -93,3 +93,6 @@ class EventType(models.TextChoices):
     POLICY_SAFETY_OVERRIDE = "POLICY_SAFETY_OVERRIDE"
     KILL_SWITCH_REFUSED = "KILL_SWITCH_REFUSED"
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
+    # Preview sagas: a step evaluated without its side effect, and a preview promoted to a real saga.
+    STEP_DRY = "STEP_DRY"
+    SAGA_PROMOTED = "SAGA_PROMOTED"

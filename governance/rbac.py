@@ -58,6 +58,8 @@ OPERATIONS: dict[str, Capability] = {
     "get_action": R,
     "policy_status": R,
     "policy_decisions": R,
+    "preview_report": R,
+    "promote": X,
     "load_actions": A,
     "recover": A,
     "kill_switch": A,

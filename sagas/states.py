@@ -32,6 +32,8 @@ class NodeStatus(models.TextChoices):
     BLOCKED = "BLOCKED"
     COMPENSATED = "COMPENSATED"
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    # Preview sagas only: evaluated as a dry run (everything but the side effect), and never run.
+    DRY = "DRY"
 
 
 class StepStatus(models.TextChoices):
@@ -41,6 +43,8 @@ class StepStatus(models.TextChoices):
     COMPENSATING = "COMPENSATING"
     COMPENSATED = "COMPENSATED"
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
+    # Preview sagas only: journaled with its would-be request and verdict; the action was never called.
+    DRY = "DRY"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -68,19 +72,21 @@ SAGA_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 NODE_TRANSITIONS: dict[str, frozenset[str]] = {
-    N.WAITING_DEPENDENCY: frozenset({N.READY, N.BLOCKED}),
-    N.WAITING_APPROVAL: frozenset({N.READY, N.WAITING_DEPENDENCY, N.REJECTED, N.BLOCKED}),
+    # -> DRY only in a preview saga: its dry run evaluates every node that has not run, whatever it waits for.
+    N.WAITING_DEPENDENCY: frozenset({N.READY, N.BLOCKED, N.DRY}),
+    N.WAITING_APPROVAL: frozenset({N.READY, N.WAITING_DEPENDENCY, N.REJECTED, N.BLOCKED, N.DRY}),
     # READY -> FAILED: refused before any step started (e.g. its pinned contract no longer matches).
     # READY -> WAITING_APPROVAL: policy now requires an approval the node does not have.
-    N.READY: frozenset({N.EXECUTING, N.BLOCKED, N.FAILED, N.WAITING_APPROVAL}),
+    N.READY: frozenset({N.EXECUTING, N.BLOCKED, N.FAILED, N.WAITING_APPROVAL, N.DRY}),
     # EXECUTING -> READY is a scheduled retry (next_attempt_at set); -> FAILED once retries are exhausted.
     N.EXECUTING: frozenset({N.COMPLETED, N.READY, N.FAILED, N.COMPENSATED, N.COMPENSATION_FAILED}),
     N.COMPLETED: frozenset({N.COMPENSATED, N.COMPENSATION_FAILED}),
     N.FAILED: frozenset({N.READY, N.WAITING_DEPENDENCY, N.COMPENSATED, N.COMPENSATION_FAILED}),
     N.REJECTED: frozenset({N.WAITING_APPROVAL, N.BLOCKED}),
-    N.BLOCKED: frozenset({N.READY, N.WAITING_DEPENDENCY, N.WAITING_APPROVAL}),
+    N.BLOCKED: frozenset({N.READY, N.WAITING_DEPENDENCY, N.WAITING_APPROVAL, N.DRY}),
     N.COMPENSATION_FAILED: frozenset({N.COMPENSATED, N.COMPENSATION_FAILED}),
     N.COMPENSATED: frozenset(),
+    N.DRY: frozenset(),
 }
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -92,11 +98,13 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     T.COMPENSATING: frozenset({T.COMPENSATING, T.COMPENSATED, T.COMPENSATION_FAILED}),
     T.COMPENSATION_FAILED: frozenset({T.COMPENSATING}),
     T.COMPENSATED: frozenset(),
+    # A dry step is created DRY and stays so: nothing ran, so there is nothing to complete or compensate.
+    T.DRY: frozenset(),
 }
 
 TERMINAL_SAGA = frozenset({S.COMMITTED, S.ROLLED_BACK})
-TERMINAL_NODE = frozenset({N.COMPENSATED})
-TERMINAL_STEP = frozenset({T.COMPENSATED})
+TERMINAL_NODE = frozenset({N.COMPENSATED, N.DRY})
+TERMINAL_STEP = frozenset({T.COMPENSATED, T.DRY})
 
 # Forward work (execute, plan, run) needs ACTIVE; approve, retry and checkpoint also work while an operator recovers.
 FORWARD_SAGA_STATES = frozenset({S.ACTIVE})

@@ -22,6 +22,7 @@ from sagas.coordinator.compensation import saga_rollback, saga_rollback_resume
 from sagas.coordinator.execution import node_execute, saga_step_execute
 from sagas.coordinator.lifecycle import saga_begin, saga_checkpoint, saga_commit
 from sagas.coordinator.planning import node_approve, node_plan, node_retry
+from sagas.coordinator.preview import saga_promote
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.runs import RunReport, saga_run_ready
 
@@ -35,6 +36,7 @@ __all__ = [
     "saga_begin",
     "saga_checkpoint",
     "saga_commit",
+    "saga_promote",
     "saga_rollback",
     "saga_rollback_resume",
     "saga_run_ready",

@@ -78,9 +78,19 @@ def facts(tx: Tx, phase: str, pinned: Pinned | None, requested_parallel: int = 0
 
 
 def decide(
-    tx: Tx, phase: str, pinned: Pinned | None = None, *, node: Node | None = None, requested_parallel: int = 0
+    tx: Tx,
+    phase: str,
+    pinned: Pinned | None = None,
+    *,
+    node: Node | None = None,
+    requested_parallel: int = 0,
+    as_evaluated: bool = False,
 ) -> Decision:
-    """Evaluate tenant policy for this phase now and audit it (POLICY_DECISION; nothing with mode none)."""
+    """Evaluate tenant policy for this phase now and audit it (POLICY_DECISION; nothing with mode none).
+
+    In a preview saga the decision is recorded but not applied (nothing executes): callers get "allow", unless
+    they ask for the decision `as_evaluated` to report what it would have done.
+    """
     if not active():
         return governance_policy.NO_POLICY  # mode none: nothing to evaluate and nothing to audit
     subject = facts(tx, phase, pinned, requested_parallel)
@@ -109,8 +119,12 @@ def decide(
                 "risk_units": subject.saga_risk_units,
                 "requested_parallel": requested_parallel,
             },
+            # In a preview saga the decision is evidence of what policy would do; it is not applied.
+            **({"preview": True} if tx.saga.preview else {}),
         },
     )
+    if tx.saga.preview and not as_evaluated and decision.effect != "allow":
+        return governance_policy.NO_POLICY
     return decision
 
 

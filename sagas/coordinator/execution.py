@@ -30,7 +30,7 @@ from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
-from sagas.coordinator import _actions, _graph, _policy
+from sagas.coordinator import _actions, _graph, _policy, preview
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.coordinator.compensation import saga_rollback
 from sagas.coordinator.planning import request_approval
@@ -476,13 +476,18 @@ def _attempt_immediate(claim: Claim) -> str:
 # --- immediate steps ------------------------------------------------------------------------------------------------
 
 
-def _claim_immediate(actor: Principal, saga_id: object, pinned: _actions.Pinned, payload: dict[str, Any]) -> Claim:
+def _claim_immediate(
+    actor: Principal, saga_id: object, pinned: _actions.Pinned, payload: dict[str, Any]
+) -> Claim | Step:
+    """Phase 1 of an immediate step; in a preview saga, the whole dry step (a DRY Step, nothing to call)."""
     with locked_saga(saga_id, actor) as tx:
         if tx.saga.status != SagaStatus.ACTIVE:
             raise InvalidTransition(
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; executing a step needs ACTIVE. Nothing ran.",
             )
+        if tx.saga.preview:
+            return preview.dry_execute(tx, pinned, payload)
         if stop := _policy.kill_switch_stop(tx, f"executing {pinned.action}"):
             tx.refuse(stop)
             return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
@@ -530,6 +535,8 @@ def saga_step_execute(
     pinned = _actions.resolve(action, version)
     payload = _actions.check_input(pinned, input)
     first = _claim_immediate(actor, saga_id, pinned, payload)
+    if isinstance(first, Step):
+        return first  # a preview saga: journaled DRY, nothing called
     step_id, saga_pk = first.step_id, first.saga_id
     claim: Claim | None = first
     while claim is not None:

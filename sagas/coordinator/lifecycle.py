@@ -35,13 +35,16 @@ def _require_json_object(value: Any, name: str, limit: int) -> dict[str, Any]:
     return value
 
 
-def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None) -> Saga:
+def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, preview: bool = False) -> Saga:
     """Start an ACTIVE saga for the actor's tenant.
 
-    Effects: Saga(ACTIVE), audit SAGA_STARTED. `metadata._identity` is written by the server; a caller value is
-    discarded. Errors: INVALID_INPUT for non-object or oversized metadata.
+    Effects: Saga(ACTIVE), audit SAGA_STARTED (data `preview: true` for a preview saga, whose steps are dry runs:
+    sagas.coordinator.preview). `metadata._identity` is written by the server; a caller value is discarded.
+    Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview.
     """
     authorize(actor, "begin")
+    if not isinstance(preview, bool):
+        raise InvalidInput(message="preview must be true or false.")
     if switch := kill_switch.engaged(actor.tenant_id):
         raise SagaError(
             "KILL_SWITCH_ENGAGED",
@@ -50,9 +53,9 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None) -> S
         )
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
     meta["_identity"] = actor.identity_metadata()
-    saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta)
+    saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview)
     with new_saga_tx(saga, actor) as tx:
-        tx.record(E.SAGA_STARTED, status=SagaStatus.ACTIVE)
+        tx.record(E.SAGA_STARTED, status=SagaStatus.ACTIVE, data={"preview": True} if preview else None)
     return saga
 
 
@@ -82,6 +85,12 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
     authorize(actor, "commit")
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
+        if saga.preview:
+            raise InvalidTransition(
+                "PREVIEW_SAGA",
+                f"Saga {saga.id} is a preview (a dry run): it never commits. Promote it (promote_preview) to run "
+                "the same plan for real, or roll it back to discard it. Nothing was changed.",
+            )
         if saga.status != SagaStatus.ACTIVE:
             raise InvalidTransition(
                 "SAGA_NOT_ACTIVE",

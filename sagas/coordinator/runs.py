@@ -21,6 +21,7 @@ from governance.rbac import authorize
 from sagas.coordinator import _policy
 from sagas.coordinator._tx import locked_saga
 from sagas.coordinator.execution import dispatch_ready
+from sagas.coordinator.preview import dry_run_nodes
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Node, Saga
 from sagas.states import NodeStatus as N
@@ -119,7 +120,10 @@ def saga_run_ready(
             run_principal_type=actor.principal_type,
         )
         tx.record(E.RUN_REQUESTED, status=tx.saga.status, data={"max_parallel": max_parallel, "max_steps": max_steps})
-        dispatch_ready(tx, chain=False)
+        if tx.saga.preview:
+            dry_run_nodes(tx)  # a preview runs nothing: every pending node is evaluated and journaled DRY now
+        else:
+            dispatch_ready(tx, chain=False)
     return _wait_and_report(tx.saga.id, max_steps, deadline)
 
 

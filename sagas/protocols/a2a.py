@@ -74,6 +74,8 @@ OPERATIONS: dict[str, Tool] = {
         "policy_status": "get_policy_status",
         "policy_decisions": "get_policy_decisions",
         "list_sagas": "list_sagas",
+        "preview_report": "get_preview_report",
+        "promote": "promote_preview",
     }.items()
 }
 

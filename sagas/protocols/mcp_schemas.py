@@ -125,6 +125,20 @@ ACTION = _obj(
 )
 ACTIONS = _obj({"actions": {"type": "array", "items": ACTION}})
 SAGA_PAGE = _obj({"sagas": {"type": "array", "items": SAGA_SUMMARY}, "next_cursor": NULLABLE_STR})
+PREVIEW_REPORT = _obj(
+    {
+        "saga_id": {"type": "string"},
+        "preview": {"type": "boolean"},
+        "summary": {"type": "string"},
+        "classes": {"type": "array", "items": ANY_OBJECT},
+        "items": {"type": "array", "items": ANY_OBJECT},
+        "would_wait_for_approval": {"type": "array", "items": ANY_OBJECT},
+        "would_be_denied": {"type": "array", "items": ANY_OBJECT},
+        "compensation_plan": {"type": "array", "items": ANY_OBJECT},
+        "budget_impact": ANY_OBJECT,
+        "audit": VERIFY,
+    }
+)
 STEP_RESULT = {**STEP, "properties": {**STEP["properties"], "saga_status": {"type": "string"}}}
 CHECKPOINT_RESULT = {**CHECKPOINT, "properties": {**CHECKPOINT["properties"], "saga_id": {"type": "string"}}}
 
@@ -148,4 +162,6 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "list_actions": ACTIONS,
     "get_action": ACTION,
     "list_sagas": SAGA_PAGE,
+    "get_preview_report": PREVIEW_REPORT,
+    "promote_preview": SAGA,
 }

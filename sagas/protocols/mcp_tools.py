@@ -17,7 +17,7 @@ from governance.identity import Principal
 from governance.rbac import authorize
 from registry.errors import RegistryError
 from registry.selectors import action_detail, action_get, action_list, action_summary
-from sagas import coordinator, selectors, shapes
+from sagas import coordinator, previews, selectors, shapes
 from sagas.errors import NotFound
 
 
@@ -32,6 +32,11 @@ class SagaRef(Args):
 
 class BeginArgs(Args):
     metadata: dict[str, Any] = Field(default_factory=dict, description="Your own labels for the saga.")
+    preview: bool = Field(
+        default=False,
+        description="true: a dry run. Plan, execute and run do everything except the side effect (nothing reaches "
+        "the world); get_preview_report shows what would happen, promote_preview runs it for real.",
+    )
 
 
 class ExecuteArgs(SagaRef):
@@ -107,7 +112,7 @@ def _saga(actor: Principal, saga_id: object) -> dict[str, Any]:
 
 
 def begin(actor: Principal, a: BeginArgs) -> dict[str, Any]:
-    return shapes.saga_to_dict(coordinator.saga_begin(actor=actor, metadata=a.metadata))
+    return shapes.saga_to_dict(coordinator.saga_begin(actor=actor, metadata=a.metadata, preview=a.preview))
 
 
 def execute(actor: Principal, a: ExecuteArgs) -> dict[str, Any]:
@@ -199,6 +204,14 @@ def get_action(actor: Principal, a: ActionArgs) -> dict[str, Any]:
         return action_detail(action_get(a.action, a.version, include_inactive=a.version is not None))
     except RegistryError as exc:
         raise NotFound(exc.code, exc.message) from exc
+
+
+def preview_report(actor: Principal, a: SagaRef) -> dict[str, Any]:
+    return previews.preview_report(actor=actor, saga_id=a.saga_id)
+
+
+def promote(actor: Principal, a: SagaRef) -> dict[str, Any]:
+    return _saga(actor, coordinator.saga_promote(actor=actor, saga_id=a.saga_id).id)
 
 
 def list_sagas(actor: Principal, a: ListSagasArgs) -> dict[str, Any]:
@@ -388,6 +401,24 @@ TOOLS: dict[str, Tool] = {
             "list_sagas",
             "Your tenant's sagas, newest first, optionally by status; pass next_cursor to page.",
             **READ,
+        ),
+        Tool(
+            "get_preview_report",
+            SagaRef,
+            preview_report,
+            "preview_report",
+            "For a preview saga (begin_saga preview=true): what it would do to the world, grouped by reversibility "
+            "(irreversible, unknown, compensable, reversible, read_only), which steps would wait for approval or "
+            "be denied, the budget impact, and the compensation plan a rollback would run. Nothing was executed.",
+            **READ,
+        ),
+        Tool(
+            "promote_preview",
+            SagaRef,
+            promote,
+            "promote",
+            "Turn a preview into a real saga: a new ACTIVE saga plans the same steps again, with every check run "
+            "afresh (nothing is trusted from the dry run). Then run_ready_steps runs it for real.",
         ),
     ]
 }

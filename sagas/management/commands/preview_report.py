@@ -1,0 +1,71 @@
+"""`semantic-saga preview_report SAGA_ID`: what a preview saga would have done to the world."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from governance.errors import ServiceError
+from governance.identity import system_principal
+from sagas.models import Saga
+from sagas.previews import preview_report
+
+
+class Command(BaseCommand):
+    help = (
+        "Print the preview report of a preview saga: its dry-run steps grouped by reversibility, which would wait "
+        "for approval or be denied, the budget impact and the compensation plan. Nothing is executed."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("saga_id", help="The preview saga's id (begin_saga with preview=true).")
+        parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        tenant = Saga.objects.filter(pk=_uuid_or_none(options["saga_id"])).values_list("tenant_id", flat=True).first()
+        if tenant is None:
+            raise CommandError(f"No saga {options['saga_id']!r}. list_sagas (or the console) shows saga ids.")
+        try:
+            # An operator at the shell reads as the coordinator of the saga's own tenant.
+            report = preview_report(actor=system_principal(tenant), saga_id=options["saga_id"])
+        except ServiceError as exc:
+            raise CommandError(exc.message) from exc
+        if options["json"]:
+            self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
+        else:
+            self._table(report)
+
+    def _table(self, report: dict[str, Any]) -> None:
+        self.stdout.write(f"preview report: saga {report['saga_id']} ({report['status']})")
+        self.stdout.write(report["summary"])
+        self.stdout.write("\nwhat would have happened")
+        for group in report["classes"]:
+            outcomes = ", ".join(f"{n} {what}" for what, n in sorted(group["outside_preview"].items()))
+            self.stdout.write(f"  {group['class']:<13} {group['count']:>3}  {', '.join(group['actions'])}")
+            self.stdout.write(f"  {'':<13}      {group['meaning']}; {outcomes}")
+        self.stdout.write(f"\n{'seq':>4}  {'key':<16} {'action':<24} {'class':<13} outside preview")
+        for item in report["items"]:
+            action = f"{item['action']}@{item['action_version']}"
+            why = f" ({item['why']})" if item["why"] else ""
+            self.stdout.write(
+                f"{item['sequence']:>4}  {(item['key'] or '-'):<16} {action:<24} {item['class']:<13} "
+                f"{item['outside_preview']}{why}"
+            )
+        self.stdout.write("\ncompensation plan (newest first, if it had run and were rolled back)")
+        for entry in report["compensation_plan"] or [{"sequence": "-", "action": "nothing", "compensation": ""}]:
+            self.stdout.write(f"  {entry['sequence']:>4}  {entry['action']}: {entry['compensation']}")
+        budget = report["budget_impact"]
+        self.stdout.write(f"\nbudget impact: {budget['steps']} step(s), {budget['risk_units']} risk unit(s)")
+        audit = report["audit"]
+        self.stdout.write(f"audit chain: {'valid' if audit['valid'] else 'BROKEN'} ({audit['events_checked']} events)")
+
+
+def _uuid_or_none(value: str) -> str | None:
+    import uuid
+
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None
