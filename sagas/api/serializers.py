@@ -14,7 +14,7 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from sagas.protocols import mcp_schemas as out
 from sagas.protocols.mcp_tools import ApproveArgs, Args, ListSagasArgs
@@ -34,6 +34,17 @@ class ListSagasQuery(ListSagasArgs):
         default=None, description="Only sagas created before this ISO 8601 time (no offset = UTC)."
     )
     action: str | None = Field(default=None, description="Only sagas with a node or step of this action id.")
+
+    @field_validator("created_after", "created_before", mode="before")
+    @classmethod
+    def _iso_8601(cls, value: object) -> object:
+        # Only ISO 8601 text: pydantic alone would also read "0.5" as a Unix timestamp.
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value)
+            except ValueError:
+                raise ValueError("must be an ISO 8601 timestamp such as 2025-01-31T12:00:00Z") from None
+        return value
 
 
 class ApprovalsQuery(Args):
