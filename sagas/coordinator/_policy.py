@@ -16,6 +16,7 @@ from governance import policy as governance_policy
 from governance.policy_engine import Decision, PolicyInput
 from registry.errors import RegistryError
 from registry.selectors import action_get
+from sagas.coordinator import gates
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._tx import Tx
 from sagas.errors import SagaError
@@ -140,16 +141,7 @@ def safety_override(tx: Tx, operation: str, node: Node | None = None) -> None:
 
 
 def refusal(decision: Decision, what: str) -> SagaError:
-    source = f"budget {decision.budget}" if decision.budget else (", ".join(decision.matched_rules) or "default")
-    return SagaError(
-        "POLICY_DENIED",
-        f"Tenant policy refused {what}: {decision.reason} ({source}, policy revision {decision.revision}). Nothing "
-        "ran. Do not retry it or work around it: ask an operator of your tenant to change the policy, or plan the "
-        "step for human approval where the policy allows that.",
-        decision_id=decision.decision_id,
-        matched_rules=list(decision.matched_rules),
-        budget=decision.budget,
-    )
+    return gates.policy_denied(decision, what)
 
 
 def kill_switch_stop(tx: Tx, what: str, node: Node | None = None) -> SagaError | None:
@@ -166,8 +158,4 @@ def kill_switch_stop(tx: Tx, what: str, node: Node | None = None) -> SagaError |
         status="refused",
         data={"scope": "saga" if switch.saga_id else "tenant", "what": what, "engaged_by": switch.engaged_by},
     )
-    return SagaError(
-        "KILL_SWITCH_ENGAGED",
-        f"The kill switch for {scope} is engaged ({switch.reason!r}, by {switch.engaged_by}); {what} was refused and "
-        "nothing ran. Rollback and rejection still work. Wait for an admin to release the switch, then try again.",
-    )
+    return gates.kill_switch(scope, switch.reason, switch.engaged_by, what)

@@ -30,7 +30,7 @@ from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
-from sagas.coordinator import _actions, _graph, _policy, preview
+from sagas.coordinator import _actions, _graph, _policy, gates, preview
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.coordinator.compensation import saga_rollback
 from sagas.coordinator.planning import request_approval
@@ -492,11 +492,13 @@ def _claim_immediate(
             tx.refuse(stop)
             return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         decision = _policy.decide(tx, "execute", pinned)
-        if decision.effect != "allow":
-            what = f"executing {pinned.action}@{pinned.version} immediately"
-            if decision.effect == "require_approval":
-                what += " (it needs approval: plan it with plan_saga_step so a person can approve it)"
-            tx.refuse(_policy.refusal(decision, what))
+        if decision.effect == "deny":
+            tx.refuse(_policy.refusal(decision, f"executing {pinned.action}@{pinned.version} immediately"))
+            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
+        if decision.effect == "require_approval" or pinned.policy["approval_required"]:
+            rules = ", ".join(decision.matched_rules)
+            source = f"tenant policy rule {rules}" if decision.effect == "require_approval" else "its contract"
+            tx.refuse(gates.approval_needed(pinned.action, pinned.version, source))
             return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
         step = _new_step(tx, pinned, payload, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
         tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": 1, "worker": worker_id()})

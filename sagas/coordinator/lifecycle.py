@@ -9,9 +9,9 @@ from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity import Principal
 from governance.rbac import authorize
-from sagas.coordinator import _policy
+from sagas.coordinator import _policy, gates
 from sagas.coordinator._tx import locked_saga, new_saga_tx
-from sagas.errors import InvalidInput, InvalidTransition, SagaError
+from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
 from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaStatus, StepStatus
 
@@ -46,11 +46,8 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     if not isinstance(preview, bool):
         raise InvalidInput(message="preview must be true or false.")
     if switch := kill_switch.engaged(actor.tenant_id):
-        raise SagaError(
-            "KILL_SWITCH_ENGAGED",
-            f"The kill switch for tenant {actor.tenant_id} is engaged ({switch.reason!r}, by {switch.engaged_by}); "
-            "no saga was started. Wait for an admin to release it.",
-        )
+        what = "starting a saga"
+        raise gates.kill_switch(f"tenant {actor.tenant_id}", switch.reason, switch.engaged_by, what)
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
     meta["_identity"] = actor.identity_metadata()
     saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview)
