@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
@@ -211,13 +212,14 @@ def build_server(world: World) -> MCPServer:
         with world.open() as data:
             return {"calls": copy.deepcopy(data["calls"])}
 
+    # The world lock may be held by a slow tool call: wait for it in a thread, never on the event loop.
     @server.custom_route("/world", methods=["GET"])
     async def world_state(request: Request) -> Response:
-        return JSONResponse(world.snapshot())
+        return JSONResponse(await anyio.to_thread.run_sync(world.snapshot))
 
     @server.custom_route("/reset", methods=["POST"])
     async def world_reset(request: Request) -> Response:
-        world.reset()
+        await anyio.to_thread.run_sync(world.reset)
         return JSONResponse({"reset": True})
 
     return server
