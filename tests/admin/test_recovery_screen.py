@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from django.db.models import F
 from django.test import Client
 
+from audit.models import AuditEvent
 from governance.identity import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga, Step
@@ -126,19 +128,23 @@ def test_rollback_failed_offers_retry_compensation_only(
 
 
 def test_expired_lease_is_listed_with_rollback(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
-    # given a node in flight whose worker stopped renewing its lease (the call hangs; the lease is expired)
+    # given a node in flight whose worker lost its lease: expired and fenced off (token + 1), as a sweeper would
     register(http_contract("transfer", downstream.url, failure_mode="pause"))
-    downstream.script("/transfer", [(200, {}, 2.0)])
+    downstream.script("/transfer", [(200, {}, 1.0)])
     saga = coordinator.saga_begin(actor=operator)
     node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="transfer", input={})
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=0)
     wait_until(lambda: Node.objects.get(pk=node.pk).status == NodeStatus.EXECUTING, what="attempt in flight")
-    Node.objects.filter(pk=node.pk).update(lease_expires_at="2000-01-01T00:00:00Z")  # test-only: a lost worker
+    # test-only: the fence bump stops the worker's heartbeat from renewing the lease again
+    Node.objects.filter(pk=node.pk).update(lease_expires_at="2000-01-01T00:00:00Z", fence_token=F("fence_token") + 1)
     # when / then
     page = olga.get(RECOVERY).content.decode()
     assert f'id="recovery-{saga.id}"' in page and 'data-kind="expired_lease"' in page
     assert f'id="rollback-{saga.id}"' in page and f'id="retry-{node.id}"' not in page
-    wait_until(lambda: Node.objects.get(pk=node.pk).status != NodeStatus.EXECUTING, timeout=10, what="call ends")
+    # the stale worker's outcome is refused when its call returns (evidence, never state)
+    stale = AuditEvent.objects.filter(saga_id=saga.id, event_type="STALE_WRITE_REFUSED")
+    wait_until(stale.exists, timeout=10, what="the stale worker's write is refused")
+    assert Node.objects.get(pk=node.pk).status == NodeStatus.EXECUTING
 
 
 @pytest.mark.parametrize("operation", ["rollback", "retry_compensation", "run", "commit", "resume_rollback"])
