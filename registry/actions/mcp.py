@@ -81,6 +81,7 @@ _NOT_SENT = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout)
 T = TypeVar("T")
 
 
+@functools.cache
 def _client_info() -> Implementation:
     try:
         version = metadata.version("semantic-saga")
