@@ -63,7 +63,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
-    os.environ.setdefault("DEBUG", "true")
+    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
+    os.environ.setdefault("DEBUG", "false")
     import django
 
     django.setup()

@@ -91,7 +91,8 @@ def _contract(action_id: str, version: str, url: str, idempotent: bool) -> dict[
         },
         "input_schema": {"type": "object"},
         "execution_policy": {
-            "forward": {"max_attempts": 1},
+            # The sweep re-runs an idempotent node only while attempts remain: the killed attempt is the first.
+            "forward": {"max_attempts": 2 if idempotent else 1, "initial_backoff_seconds": 0, "jitter": 0},
             "failure_mode": "pause",
             "idempotent": idempotent,
         },

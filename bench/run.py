@@ -169,7 +169,7 @@ class Harness:
     def sagas_needed(self) -> tuple[int, int]:
         """(chained, fan-out) sagas the planned rounds will run."""
         chains = 0
-        for level, rounds in self.plan.levels.items():
+        for level, rounds in self.plan.levels.items() if "levels" not in self.skip else ():
             executors = [s for s in ("embedded", "celery") if s not in self.plan.skip.get(level, ())]
             chains += rounds * len(executors) * (self.plan.latency_sagas if level == 1 else level)
         fanouts = 0 if "fanout" in self.skip else 2 * self.plan.fanout_rounds
@@ -515,7 +515,15 @@ def main(argv: list[str] | None = None) -> int:
         "--write-docs", action="store_true", help="also rewrite the marked section of docs/benchmarks.md"
     )
     parser.add_argument("--skip", default="", help="comma-separated phases to skip (fanout,mcp,audit,recovery)")
+    parser.add_argument(
+        "--from-json", type=Path, help="with --write-docs: take the table from a saved result instead of running"
+    )
     args = parser.parse_args(argv)
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        DOCS.write_text(common.replace_marked(DOCS.read_text(), docs_section(saved["table"], saved["meta"])))
+        progress(f"rewrote the bench section of {DOCS.relative_to(common.ROOT)} from {args.from_json}")
+        return 0
     plan = QUICK if args.quick else FULL
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     started = time.monotonic()
@@ -530,11 +538,17 @@ def main(argv: list[str] | None = None) -> int:
         ("mcp", harness.mcp),
         ("recovery", harness.recovery),
     ]
+    errors: dict[str, str] = {}
     try:
         harness.setup()
         for name, phase in phases:
-            if name not in skip:
+            if name in skip:
+                continue
+            try:
                 phase()
+            except Exception as exc:  # one broken measurement must not lose the others: reported, exit non-zero
+                errors[name] = f"{type(exc).__name__}: {exc}"
+                progress(f"phase {name} FAILED: {errors[name]}")
     finally:
         harness.close()
         children.stop_all()
@@ -555,6 +569,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"{meta['date']}{'-quick' if args.quick else ''}.json"
+    meta["errors"] = errors
     document = {"meta": meta, "targets": [t.as_dict() for t in targets], "figures": figures, "table": table}
     out.write_text(json.dumps(_jsonable(document), indent=2, default=str) + "\n")
     print(table)
@@ -562,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_docs:
         DOCS.write_text(common.replace_marked(DOCS.read_text(), docs_section(table, meta)))
         progress(f"rewrote the bench section of {DOCS.relative_to(common.ROOT)}")
+    if errors:
+        progress(f"{len(errors)} phase(s) failed: {', '.join(errors)} (see above and bench/.work/logs)")
+        return 1
     return 0
 
 

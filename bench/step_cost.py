@@ -1,5 +1,8 @@
 """Per-step cost of the durable path vs the database's own commit cost (a first, quick measurement).
 
+Superseded by the suite (`make bench`, bench/run.py), which also compares DBOS, Celery and MCP side by side; kept
+as a small standalone probe.
+
 Run: DATABASE_URL=postgresql://postgres@127.0.0.1:5432/bench .venv/bin/python bench/step_cost.py --steps 300
 (the database must exist and be migrated: `semantic-saga migrate`). Compares, alternating rounds on one database:
 - bare: one INSERT + COMMIT through Django's connection (the floor);
@@ -20,7 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
-os.environ.setdefault("DEBUG", "true")
+# DEBUG off: with DEBUG on, Django records every query, which inflates the very cost this script measures.
+os.environ.setdefault("SECRET_KEY", "bench-only-secret-key-not-for-production")
+os.environ.setdefault("DEBUG", "false")
 
 import django
 
