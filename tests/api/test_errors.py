@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -10,6 +14,8 @@ from governance.errors import ServiceError
 from sagas.api.errors import status_for
 from sagas.errors import ActionFailedPermanent, InvalidTransition, NotFound, SagaError, StaleState
 from tests.api.conftest import ADA, API, ok, principal, refused
+from tests.contracts import http_contract, register
+from tests.httpserver import RecordingHTTPServer
 
 
 @pytest.fixture
@@ -135,3 +141,21 @@ def test_a_kill_switch_is_409_and_says_to_wait(alice: APIClient):
 )
 def test_status_mapping(error: ServiceError, status: int):
     assert status_for(error) == status
+
+
+def test_a_policy_refusal_is_403_and_leaves_its_decision_as_evidence(
+    alice: APIClient, saga_id: str, settings: Any, tmp_path: Path, downstream: RecordingHTTPServer
+):
+    # given a tenant policy that denies planning transfers
+    register(http_contract("transfer", downstream.url))
+    rule = {"id": "freeze", "effect": "deny", "reason": "transfers frozen", "match": {"actions": ["transfer"]}}
+    policy = {"schema_version": 1, "revision": "r1", "default_effect": "allow", "tenants": {"acme": {"rules": [rule]}}}
+    (tmp_path / "policy.json").write_text(json.dumps(policy))
+    settings.SAGA_POLICY_MODE = "json"
+    settings.SAGA_POLICY_FILE = str(tmp_path / "policy.json")
+    # when
+    error = refused(alice.post(f"{API}/sagas/{saga_id}/nodes/", {"action": "transfer", "input": {}}), 403)
+    # then the refusal says why, and the decision is on record
+    assert error["code"] == "POLICY_DENIED" and "transfers frozen" in error["message"]
+    decisions = ok(alice.get(f"{API}/sagas/{saga_id}/policy-decisions/"))["decisions"]
+    assert decisions[-1]["data"]["effect"] == "deny"
