@@ -83,7 +83,7 @@ def test_serve_answers_health_with_the_database(served: tuple[str, dict[str, str
 def test_serve_renders_the_admin_login(served: tuple[str, dict[str, str]]):
     base, _ = served
     answer = httpx.get(f"{base}/admin/login/", timeout=5)
-    assert answer.status_code == 200 and "Django administration" in answer.text
+    assert answer.status_code == 200 and "Semantic Saga operator console" in answer.text
 
 
 def test_serve_loads_the_actions_file_at_start_up(served: tuple[str, dict[str, str]]):
