@@ -327,8 +327,14 @@ def server_versions() -> dict[str, str]:
     import psycopg
 
     with psycopg.connect(pg_url("postgres"), autocommit=True) as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-    versions = {"postgresql": str(row[0]) if row else "unknown"}
+        versions = {
+            name: str(conn.execute(f"SHOW {setting}").fetchone()[0])  # type: ignore[index]
+            for name, setting in (
+                ("postgresql", "server_version"),
+                ("postgresql_fsync", "fsync"),
+                ("postgresql_synchronous_commit", "synchronous_commit"),
+            )
+        }
     binary = shutil.which("redis-server")
     if binary:
         out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout

@@ -35,6 +35,7 @@ def _healthy(url: str) -> bool:
 def start_ours(children: Children) -> tuple[Child, str]:
     """Start (without waiting) our server; returns it and its /mcp URL."""
     port = free_port()
+    children.log_dir.mkdir(parents=True, exist_ok=True)
     tokens = children.log_dir / "tokens.json"
     tokens.write_text(json.dumps({"tokens": {TOKEN: PRINCIPAL}}))
     env = saga_env(

@@ -88,6 +88,37 @@ def queries_per_node() -> dict[str, Any]:
     return {"statements_per_node": (len(long) - len(short)) / 10, "by_kind": per_kind}
 
 
+def immediate_pair(iterations: int = 20) -> dict[str, Any]:
+    """What an MCP begin_saga + execute_saga_step costs without MCP: the two coordinator calls in this process.
+
+    Statements are counted on one pair; time is the median over `iterations` pairs.
+    """
+    import time
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from governance.identity import local_principal
+    from sagas import coordinator
+
+    actor = local_principal()
+
+    def pair() -> None:
+        saga = coordinator.saga_begin(actor=actor, metadata={"bench": "immediate"})
+        coordinator.saga_step_execute(actor=actor, saga_id=saga.id, action="noop", input={})
+
+    pair()  # warm-up
+    with CaptureQueriesContext(connection) as captured:
+        pair()
+    samples: list[float] = []
+    for _ in range(iterations):
+        started = time.perf_counter()
+        pair()
+        samples.append(time.perf_counter() - started)
+    samples.sort()
+    return {"statements": len(captured.captured_queries), "seconds_p50": samples[len(samples) // 2]}
+
+
 def profile(length: int = 100, top: int = 25) -> str:
     """cProfile of one inline chained run of `length` nodes: the top functions by cumulative and own time."""
     profiler = cProfile.Profile()
@@ -112,6 +143,11 @@ def main() -> None:
     print(f"SQL statements per chained node: {counts['statements_per_node']:.1f}")
     for kind, n in counts["by_kind"].items():
         print(f"  {n:5.1f}  {kind}")
+    pair = immediate_pair()
+    print(
+        f"saga_begin + saga_step_execute(noop) in process: {pair['statements']} statements, "
+        f"{pair['seconds_p50'] * 1000:.1f} ms"
+    )
     if args.profile:
         print(profile())
 

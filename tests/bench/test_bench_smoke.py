@@ -93,7 +93,11 @@ def test_report_and_table_from_synthetic_rounds():
         data.add("embedded", 64, RoundFigure(270.0, []))
     data.extra["audit_chain"] = {"events_per_node": 4.0, "chain_seconds_per_event": 0.00002}
     data.extra["mcp"] = {"ours": [[0.03, 0.03]], "bare": [[0.02, 0.02]]}
-    data.extra["recovery"] = {"lease_seconds": 5, "sweep_interval_seconds": 1.0, "trials": [{"seconds": 4.0}]}
+    data.extra["recovery"] = {
+        "lease_seconds": 5,
+        "sweep_interval_seconds": 1.0,
+        "trials": [{"contract": "not idempotent", "seconds": 4.0}, {"contract": "idempotent", "seconds": 7.0}],
+    }
     targets, rows, figures = build_report(data, QUICK)
     by_name = {t.name: t for t in targets}
     assert by_name["chained step p50 / bare INSERT+COMMIT p50"].value == 2.0
@@ -104,7 +108,8 @@ def test_report_and_table_from_synthetic_rounds():
     assert by_name["hash chain share of a chained step (estimate)"].value == pytest.approx(0.04)
     assert by_name["steps/s @64 / @4 sagas (embedded)"].value == pytest.approx(0.9)
     assert by_name["MCP begin+execute / bare MCPServer 2 calls"].value == pytest.approx(1.5)
-    assert by_name["recovery: SIGKILL -> resumed, / lease"].verdict == "PASS"
+    assert by_name["recovery: SIGKILL -> escalated, / lease"].verdict == "PASS"
+    assert by_name["recovery: SIGKILL -> re-run via Celery, / lease"].verdict == "MISS"
     assert figures["per_second"]["embedded"]["64"] == 270.0
     table = render(targets, rows)
     assert table.count("\n") == len(targets) + len(rows) + 1
