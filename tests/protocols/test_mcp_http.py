@@ -30,7 +30,7 @@ def test_full_lifecycle_plan_approve_run_commit(server: RunningServer, downstrea
     async def scenario() -> dict[str, Any]:
         async with connect(server.mcp_url, ALICE, mode) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert len(tools) == 19 and tools["get_saga"].annotations.read_only_hint
+            assert len(tools) == 21 and tools["get_saga"].annotations.read_only_hint
             assert tools["rollback_saga"].annotations.destructive_hint and tools["begin_saga"].output_schema
             saga = await call(client, "begin_saga", {"metadata": {"order": "42"}})
             sid = saga["id"]

@@ -24,7 +24,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        tenant = Saga.objects.filter(pk=_uuid_or_none(options["saga_id"])).values_list("tenant_id", flat=True).first()
+        saga_pk = _uuid_or_none(options["saga_id"])
+        tenant = Saga.objects.filter(pk=saga_pk).values_list("tenant_id", flat=True).first() if saga_pk else None
         if tenant is None:
             raise CommandError(f"No saga {options['saga_id']!r}. list_sagas (or the console) shows saga ids.")
         try:
