@@ -221,7 +221,11 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
             _run_blocking(functools.partial(_invoke, conn, capture, main, progress, timeout, errlog))
         except Exception as exc:
             if progress.answer is None:
-                raise _failure(exc, progress, conn, main.tool, timeout, errlog, retry_lost=retry_lost) from None
+                failure = _failure(exc, progress, conn, main.tool, timeout, errlog, retry_lost=retry_lost)
+                if progress.captured is not None and not progress.captured.is_error:
+                    # The call was sent after a successful capture: keep the prior state for whoever reconciles it.
+                    failure.receipt = {"tool": main.tool, **_pre_state(progress.captured, conn)}
+                raise failure from None
             # The answer arrived; only closing the connection failed, which changes nothing downstream.
             logger.warning("closing the MCP connection to %s failed after the answer: %r", conn.where, exc)
     return _outcome(progress, conn, main.tool, capture, request)
@@ -271,8 +275,7 @@ def _outcome(
     if progress.captured is not None:
         if progress.captured.is_error:
             raise _capture_refused(progress.captured, conn, capture)
-        state = _redact(_tool_output(progress.captured), conn.secrets)
-        pre_state = {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
+        pre_state = _pre_state(progress.captured, conn)
     answer = progress.answer
     assert answer is not None  # _invoke either sets it, returns after a refused capture, or raises
     output = _redact(_tool_output(answer), conn.secrets)
@@ -291,6 +294,11 @@ def _outcome(
             receipt={"tool": tool, "is_error": True, "result": output, **pre_state},
         )
     return {"tool": tool, "result": output, **pre_state}
+
+
+def _pre_state(captured: CallToolResult, conn: Connection) -> dict[str, Any]:
+    state = _redact(_tool_output(captured), conn.secrets)
+    return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
 
 
 def _capture_refused(captured: CallToolResult, conn: Connection, capture: _ToolCall | None) -> ActionFailure:

@@ -3,14 +3,19 @@ failures (before and after the request left), secrets, and the stdio transport."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from audit.canonical import sha256_hex
 from registry.actions import invoke_compensation, invoke_forward
 from registry.errors import ActionFailure
 from tests.mcp_actions.conftest import DemoWorld, context, create_contact, http_server, mcp_contract, stdio_server
@@ -169,3 +174,39 @@ def test_stdio_command_that_cannot_start_or_dies_is_reported_clearly():
         invoke_forward(create_contact(dying), context(**ADA))
     assert (died.value.code, died.value.uncertain) == ("MCP_CONNECT_FAILED", False)
     assert "the server's stderr ends with: crm: config file missing" in died.value.message
+
+
+def test_lost_answer_after_a_capture_keeps_the_prior_state_in_the_receipt(
+    crm: DemoWorld, monkeypatch: pytest.MonkeyPatch
+):
+    # given a contact, and a rename that captures it first
+    before = crm.call_tool("create_contact", ADA)
+    contract = mcp_contract(
+        "rename_contact",
+        http_server(crm.url),
+        {"tool": "update_contact", "arguments": {"id": "${input.id}", "name": "${input.name}"}, "timeout_seconds": 2},
+        capture={"tool": "get_contact", "arguments": {"id": "${input.id}"}},
+        compensation={"tool": "update_contact", "arguments": {"id": "${input.id}", "name": "${pre_state.name}"}},
+    )
+    # and a world whose second access in this test (the update, after the capture read) stalls
+    release, opened, open_world = threading.Event(), [], crm.world.open
+
+    @contextlib.contextmanager
+    def stalling_open() -> Iterator[dict[str, Any]]:
+        opened.append(True)
+        if len(opened) == 2:
+            release.wait(10)
+        with open_world() as data:
+            yield data
+
+    monkeypatch.setattr(crm.world, "open", stalling_open)
+    # when the update's answer never arrives
+    try:
+        with pytest.raises(ActionFailure) as caught:
+            invoke_forward(contract, context("step-e", id=before["id"], name="Ada King"))
+    finally:
+        release.set()
+    # then the failure is uncertain and still carries the captured prior state for whoever reconciles it
+    failure = caught.value
+    assert (failure.code, failure.uncertain) == ("MCP_TIMEOUT", True)
+    assert failure.receipt == {"tool": "update_contact", "pre_state": before, "pre_state_sha256": sha256_hex(before)}
