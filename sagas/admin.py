@@ -30,7 +30,7 @@ from governance.identity import Principal
 from governance.operators import principal_for_user
 from governance.rbac import can
 from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
-from sagas import coordinator, selectors
+from sagas import coordinator, previews, selectors
 from sagas.console import dag, detail, queues
 from sagas.errors import NotFound
 from sagas.models import A2ATask, Approval, Checkpoint, Node, Saga, Step
@@ -92,6 +92,15 @@ def _rollback(actor: Principal, saga_id: uuid.UUID) -> str:
     return f"Saga {saga.id}: {outcome}."
 
 
+def _promote(actor: Principal, saga_id: uuid.UUID) -> str:
+    saga = coordinator.saga_promote(actor=actor, saga_id=saga_id)
+    planned = saga.nodes.count()
+    return (
+        f"Preview {saga_id} promoted: saga {saga.id} is a real saga with {planned} node(s) planned again, every "
+        "check made afresh. Open it from the saga list and run its ready nodes."
+    )
+
+
 @dataclass(frozen=True)
 class SagaOperation:
     title: str
@@ -132,6 +141,14 @@ SAGA_OPERATIONS: dict[str, SagaOperation] = {
         _rollback,
         danger=True,
     ),
+    "promote": SagaOperation(
+        "Promote preview",
+        "Creates a new, real saga that plans this preview's steps again, with the same keys, dependencies and "
+        "inputs. Every check runs afresh (registry, schema, policy, kill switch, approvals); nothing is trusted from "
+        "the dry run. The preview itself is unchanged.",
+        "Promote to a real saga",
+        _promote,
+    ),
     "resume_rollback": SagaOperation(
         "Resume rollback",
         "Starts the pending or interrupted rollback now instead of waiting for the recovery sweeper.",
@@ -165,6 +182,7 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
             path("policy/", view(self.policy_view), name="sagas_saga_policy"),
             path("<uuid:saga_id>/detail/", view(self.detail_view), name="sagas_saga_detail"),
             path("<uuid:saga_id>/verify/", view(self.verify_view), name="sagas_saga_verify"),
+            path("<uuid:saga_id>/preview/", view(self.preview_view), name="sagas_saga_preview"),
             path("<uuid:saga_id>/do/<str:operation>/", view(self.operation_view), name="sagas_saga_do"),
             path("<uuid:saga_id>/nodes/<uuid:node_id>/retry/", view(self.retry_view), name="sagas_saga_retry"),
         ]
@@ -294,6 +312,18 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
         page = self._found(lambda: detail.saga_detail(actor=principal, saga_id=saga_id))
         context = self._context(request, principal, f"Saga {saga_id}", detail=page, legend=dag.legend())
         return TemplateResponse(request, "admin/sagas/saga/detail.html", context)
+
+    def preview_view(self, request: HttpRequest, saga_id: uuid.UUID) -> HttpResponse:
+        """A preview saga's report: would-be effects by reversibility, gates, budget, compensation plan."""
+        principal = self._principal(request)
+        saga = self._found(lambda: selectors.saga_get(actor=principal, saga_id=saga_id))
+        try:
+            report = previews.preview_report(actor=principal, saga_id=saga.id)
+        except ServiceError as error:
+            messages.error(request, error.message)
+            return HttpResponseRedirect(reverse("admin:sagas_saga_detail", args=[saga.id]))
+        context = self._context(request, principal, f"Preview report of saga {saga.id}", saga=saga, report=report)
+        return TemplateResponse(request, "admin/sagas/saga/preview.html", context)
 
     def verify_view(self, request: HttpRequest, saga_id: uuid.UUID) -> HttpResponse:
         principal = self._principal(request)

@@ -50,6 +50,8 @@ class SagaActions:
     rollback: bool
     retry_compensation: bool
     resume_rollback: bool
+    preview: bool = False  # a preview saga: its report, and promotion to a real saga
+    promote: bool = False
 
 
 @dataclass
@@ -89,6 +91,17 @@ def saga_actions(saga: Saga, timeline: dict[str, Any]) -> SagaActions:
     immediate = [s["status"] for s in timeline["steps"] if not s["node_id"]]
     active = saga.status == SagaStatus.ACTIVE
     lease_live = saga.lease_expires_at is not None and saga.lease_expires_at > timezone.now()
+    if saga.preview:
+        # A preview runs nothing and never commits: a run dry-runs every node not yet evaluated.
+        return SagaActions(
+            run=active and any(s != N.DRY for s in statuses),
+            commit=False,
+            rollback=saga.status in RECOVERABLE_SAGA_STATES,
+            retry_compensation=False,
+            resume_rollback=False,
+            preview=True,
+            promote=saga.status != SagaStatus.ROLLED_BACK,
+        )
     return SagaActions(
         run=active and N.READY in statuses,
         commit=active and all(s == N.COMPLETED for s in statuses) and all(s == StepStatus.COMPLETED for s in immediate),

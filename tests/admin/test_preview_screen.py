@@ -1,0 +1,65 @@
+"""The console shows a preview saga's report and promotes it through the coordinator."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from governance.identity import Principal
+from sagas import coordinator
+from sagas.models import Saga
+from sagas.states import NodeStatus
+from tests.admin.conftest import gated_saga, messages_of
+from tests.httpserver import RecordingHTTPServer
+
+
+def _dry_preview(actor: Principal, server: RecordingHTTPServer) -> Saga:
+    gated_saga(actor, server)  # registers the approval-gated contract `wire`
+    preview = coordinator.saga_begin(actor=actor, preview=True)
+    coordinator.node_plan(actor=actor, saga_id=preview.id, action="wire", input={"n": 1}, key="wire")
+    coordinator.saga_run_ready(actor=actor, saga_id=preview.id, wait_seconds=0)
+    return preview
+
+
+def test_an_operator_reads_the_report_and_promotes_the_preview(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+) -> None:
+    preview = _dry_preview(operator, downstream)
+    detail = olga.get(f"/admin/sagas/saga/{preview.id}/detail/").content.decode()
+    assert 'id="saga-preview-report"' in detail and 'id="saga-promote"' in detail and 'id="saga-commit"' not in detail
+    page = olga.get(f"/admin/sagas/saga/{preview.id}/preview/").content.decode()
+    assert "Nothing reached the world" in page and "would wait for approval" in page
+    assert 'id="class-compensable"' in page
+    # when promoted through the confirmation page
+    assert olga.get(f"/admin/sagas/saga/{preview.id}/do/promote/").status_code == 200
+    answer = olga.post(f"/admin/sagas/saga/{preview.id}/do/promote/", {"confirm": "promote"})
+    # then a real saga plans the node again, gated afresh
+    real = Saga.objects.get(metadata__promoted_from=str(preview.id))
+    assert not real.preview and real.nodes.get().status == NodeStatus.WAITING_APPROVAL
+    assert any("promoted" in m for m in messages_of(answer))
+    assert downstream.requests == []
+
+
+def test_a_viewer_sees_the_report_but_cannot_promote(
+    vera: Client, operator: Principal, downstream: RecordingHTTPServer
+) -> None:
+    preview = _dry_preview(operator, downstream)
+    assert 'id="preview-promote"' not in vera.get(f"/admin/sagas/saga/{preview.id}/preview/").content.decode()
+    answer = vera.post(f"/admin/sagas/saga/{preview.id}/do/promote/", {"confirm": "promote"})
+    assert not Saga.objects.filter(metadata__promoted_from=str(preview.id)).exists()
+    assert messages_of(answer)
+
+
+def test_another_tenants_preview_is_not_found(
+    login: object, outsider: Principal, downstream: RecordingHTTPServer
+) -> None:
+    preview = _dry_preview(outsider, downstream)
+    olga = login("olga2", "acme", "operator")  # type: ignore[operator]
+    assert olga.get(f"/admin/sagas/saga/{preview.id}/preview/").status_code == 404
+    olga.post(f"/admin/sagas/saga/{preview.id}/do/promote/", {"confirm": "promote"})
+    assert not Saga.objects.filter(metadata__promoted_from=str(preview.id)).exists()
+
+
+def test_a_real_saga_has_no_preview_report(olga: Client, operator: Principal, downstream: RecordingHTTPServer) -> None:
+    saga, _ = gated_saga(operator, downstream)
+    answer = olga.get(f"/admin/sagas/saga/{saga.id}/preview/")
+    assert answer.status_code == 302 and any("not a preview" in m for m in messages_of(answer))
