@@ -12,6 +12,7 @@ from django.db import models
 class ActionKind(models.TextChoices):
     HTTP = "http", "HTTP request"
     BUILTIN = "builtin", "Builtin"
+    MCP = "mcp", "MCP tool call"
 
 
 class ActionDefinition(models.Model):
