@@ -42,6 +42,10 @@ def start_ours(children: Children) -> tuple[Child, str]:
         SAGA_AUTH_MODE="static",
         SAGA_AUTH_STATIC_TOKENS=str(tokens),
         SAGA_PUBLIC_URL=f"http://127.0.0.1:{port}",
+        # The server shares the bench database and, without a broker, sweeps it every few seconds, re-sending
+        # "lost" nudges into its own executor: during a 64-saga batch it would run the harness's queued nodes as
+        # an extra executor. It serves MCP calls only here, so its sweeper is pushed out of the run.
+        SAGA_SWEEP_INTERVAL_SECONDS="86400",
     )
     command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
     return children.start("mcp-ours", command, env), f"http://127.0.0.1:{port}/mcp"

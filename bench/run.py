@@ -15,6 +15,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -513,7 +514,15 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _exit_cleanly(signum: int, frame: object) -> None:
+    """SIGTERM (and SIGINT, which a background job inherits as ignored) unwind through the finally that stops
+    every child process group."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _exit_cleanly)
+    signal.signal(signal.SIGINT, _exit_cleanly)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and levels (under two minutes)")
     parser.add_argument(

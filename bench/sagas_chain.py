@@ -139,12 +139,31 @@ class SagaBench:
             return counts.get("COMPLETED", 0) == expected
 
         poll(done, timeout, f"{len(saga_ids)} sagas on the {self.executor} executor", interval=0.01)
+        self._check_executor(saga_ids)
         rows = list(
             Step.objects.filter(saga_id__in=saga_ids).values_list("saga_id", "sequence", "created_at", "updated_at")
         )
         finished = max(r[3] for r in rows).timestamp()
         intervals = chain_intervals([(r[0], r[1], r[2].timestamp()) for r in rows])
         return BatchResult(sagas=len(saga_ids), steps=len(rows), seconds=finished - started, step_samples=intervals)
+
+    def _check_executor(self, saga_ids: list[uuid.UUID]) -> None:
+        """The journal names the process that started each step: embedded runs must be this process alone,
+        Celery runs never this process; anything else (a stray sweeper re-sending nudges) would skew the figure."""
+        from audit.models import AuditEvent
+        from sagas.leases import worker_id
+
+        starters = Counter(
+            AuditEvent.objects.filter(saga_id__in=saga_ids, event_type="STEP_STARTED").values_list(
+                "data__worker", flat=True
+            )
+        )
+        if not starters or None in starters:
+            return  # the journal does not say (an older or newer event shape): nothing to check
+        me = worker_id()
+        wrong = {w: n for w, n in starters.items() if (w != me) == (self.executor == "embedded")}
+        if wrong:
+            raise RuntimeError(f"{self.executor} run: steps started by unexpected workers {wrong} (this process: {me})")
 
     def chained(self, concurrency: int) -> BatchResult:
         ids = self.take("chain", concurrency)
