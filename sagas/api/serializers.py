@@ -104,6 +104,7 @@ COMPONENTS: dict[str, dict[str, Any]] = {
     "ActionList": out.ACTIONS,
     "Action": out.ACTION,
     "ApprovalPage": APPROVAL_PAGE,
+    "PreviewReport": out.PREVIEW_REPORT,
     "Error": ERROR,
 }
 

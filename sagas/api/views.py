@@ -149,6 +149,38 @@ class SagaRollback(SagaApiView):
         return Response(run_tool(request, "rollback_saga", body_args(request, SagaRef, saga_id=saga_id)))
 
 
+class SagaPreviewReport(SagaApiView):
+    @extend_schema(
+        operation_id="get_preview_report",
+        tags=[SAGAS],
+        summary="A preview saga's report",
+        description="What a preview saga (begun with preview=true) would do to the world: its dry steps grouped by "
+        "reversibility, which would wait for approval or be denied, the budget impact and the compensation plan. "
+        "Nothing was executed. A real saga answers 409 NOT_A_PREVIEW.",
+        parameters=[SAGA_ID],
+        responses=responses(200, "PreviewReport", (*READ_ERRORS, 409)),
+    )
+    def get(self, request: Request, saga_id: str) -> Response:
+        return Response(run_tool(request, "get_preview_report", query_args(request, SagaRef, saga_id=saga_id)))
+
+
+class SagaPromote(SagaApiView):
+    @extend_schema(
+        operation_id="promote_preview",
+        tags=[SAGAS],
+        summary="Promote a preview to a real saga",
+        description="Creates a new ACTIVE saga that plans the preview's steps again with every check made afresh; "
+        "answers the new saga. Run its ready steps to run it for real.",
+        parameters=[SAGA_ID],
+        request=request_body(SagaRef),
+        responses=responses(201, "Saga", WRITE_ERRORS),
+    )
+    def post(self, request: Request, saga_id: str) -> Response:
+        saga = run_tool(request, "promote_preview", body_args(request, SagaRef, saga_id=saga_id))
+        location = reverse("sagas_api:saga-detail", kwargs={"saga_id": saga["id"]})
+        return Response(saga, status=status.HTTP_201_CREATED, headers={"Location": location})
+
+
 class SagaCheckpoints(SagaApiView):
     @extend_schema(
         operation_id="checkpoint_saga",
