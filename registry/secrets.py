@@ -8,7 +8,7 @@ the reference, never the value.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from registry.errors import ActionFailure
@@ -65,3 +65,23 @@ def resolve_header(value: str | Mapping[str, Any], provider: SecretProvider | No
             retryable=False,
         )
     return f"{value.get('prefix', '')}{secret}"
+
+
+REDACTED = "[REDACTED]"
+
+
+def scrub(value: Any, secrets: Iterable[str]) -> Any:
+    """`value` with every resolved secret replaced by REDACTED, in strings, keys and nested containers.
+
+    A remote may echo request headers or its environment back; resolved secrets never reach a receipt, a message or
+    a log through that echo.
+    """
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {scrub(key, secrets): scrub(item, secrets) for key, item in value.items()}
+    if isinstance(value, list):
+        return [scrub(item, secrets) for item in value]
+    return value

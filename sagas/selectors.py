@@ -34,21 +34,23 @@ class SagaPage:
     next_cursor: str | None
 
 
-def _encode_cursor(saga: Saga) -> str:
-    raw = json.dumps([saga.created_at.isoformat(), str(saga.id)]).encode()
+def encode_keyset_cursor(created_at: datetime, row_id: object) -> str:
+    """An opaque page cursor for lists ordered by (created_at, id): saga lists and the approval queue."""
+    raw = json.dumps([created_at.isoformat(), str(row_id)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+def decode_keyset_cursor(cursor: str, *, start: str) -> tuple[datetime, uuid.UUID]:
+    """The (created_at, id) a cursor from encode_keyset_cursor carries; `start` says where omitting it begins."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, saga_id = json.loads(raw)
+        created, row_id = json.loads(raw)
         # Both parts are checked here: a forged cursor must be refused, never reach the query as garbage.
-        return _aware(datetime.fromisoformat(created)), uuid.UUID(str(saga_id))
+        return _aware(datetime.fromisoformat(created)), uuid.UUID(str(row_id))
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(
-            message="cursor is not one this server issued. Pass next_cursor from a previous list_sagas answer, "
-            "or omit it to start from the newest saga."
+            message="cursor is not one this server issued. Pass next_cursor from a previous answer, or omit it to "
+            f"start from {start}."
         ) from exc
 
 
@@ -104,12 +106,12 @@ def saga_list(
             | Exists(Step.objects.filter(saga=OuterRef("pk"), action=action))
         )
     if cursor:
-        created, saga_id = _decode_cursor(cursor)
+        created, saga_id = decode_keyset_cursor(cursor, start="the newest saga")
         query = query.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=saga_id))
     rows = list(query.order_by("-created_at", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return SagaPage(rows, _encode_cursor(rows[-1]) if more and rows else None)
+    return SagaPage(rows, encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
 
 
 # --- evidence reads (payload-free by construction: audit rows never hold inputs, results or secrets) -----------

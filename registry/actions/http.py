@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -19,7 +18,7 @@ from opentelemetry import propagate
 
 from registry.actions.context import InvocationContext
 from registry.errors import ActionFailure
-from registry.secrets import resolve_header
+from registry.secrets import resolve_header, scrub
 from registry.templating import render
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
@@ -28,7 +27,6 @@ RECEIPT_BODY_LIMIT = 4096
 # Upper bound on a response we read at all; beyond it the answer is truncated instead of exhausting memory or
 # bloating the step row. 1 MiB fits any sane API answer.
 RESPONSE_READ_LIMIT = 1024 * 1024
-REDACTED = "[REDACTED]"
 # Statuses that mean "not now" rather than "never": the same request may succeed later.
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
 # A gateway that timed out or failed talking upstream cannot say whether the upstream acted.
@@ -102,7 +100,7 @@ def _send(
 def _success_result(status: int, raw: bytes, truncated: bool, secrets: list[str]) -> Any:
     parsed = _parse_json(raw)
     if parsed is not _NOT_JSON and not truncated:
-        return _redact(parsed, secrets)
+        return scrub(parsed, secrets)
     text, cut = _text(raw, secrets, RECEIPT_BODY_LIMIT)
     result: dict[str, Any] = {"status_code": status, "text": text}
     if cut or truncated:
@@ -113,7 +111,7 @@ def _success_result(status: int, raw: bytes, truncated: bool, secrets: list[str]
 def _receipt(status: int, raw: bytes, truncated: bool, secrets: list[str]) -> dict[str, Any]:
     parsed = _parse_json(raw) if len(raw) <= RECEIPT_BODY_LIMIT else _NOT_JSON
     if parsed is not _NOT_JSON and not truncated:
-        return {"status_code": status, "body": _redact(parsed, secrets)}
+        return {"status_code": status, "body": scrub(parsed, secrets)}
     text, cut = _text(raw, secrets, RECEIPT_BODY_LIMIT)
     receipt: dict[str, Any] = {"status_code": status, "body": text}
     if cut or truncated:
@@ -135,20 +133,8 @@ def _parse_json(raw: bytes) -> Any:
 
 def _text(raw: bytes, secrets: list[str], limit: int) -> tuple[str, bool]:
     # Redact before cutting: a cut through the middle of a secret would leave a prefix no longer matched.
-    text = _redact(raw.decode("utf-8", errors="replace"), secrets)
+    text = scrub(raw.decode("utf-8", errors="replace"), secrets)
     return (text[:limit], True) if len(text) > limit else (text, False)
-
-
-def _redact(value: Any, secrets: Iterable[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {_redact(key, secrets): _redact(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact(item, secrets) for item in value]
-    return value
 
 
 def _status_failure(method: str, url: str, status: int, reason: str, receipt: dict[str, Any]) -> ActionFailure:
@@ -180,7 +166,7 @@ def _transport_failure(
             "fix the contract or the secret value, then retry.",
             retryable=False,
         )
-    detail = _redact(str(exc), secrets) or kind
+    detail = scrub(str(exc), secrets) or kind
     if isinstance(exc, _NOT_SENT):
         return ActionFailure(
             "HTTP_CONNECT_FAILED",

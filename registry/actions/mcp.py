@@ -32,7 +32,7 @@ import json
 import logging
 import shlex
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TextIO, TypeVar, cast
@@ -56,7 +56,7 @@ from audit.canonical import canonical_json, sha256_hex
 from registry.actions.context import InvocationContext
 from registry.contracts import resolved_execution_policy
 from registry.errors import ActionFailure
-from registry.secrets import resolve_header
+from registry.secrets import resolve_header, scrub
 from registry.templating import render
 
 logger = logging.getLogger("registry.actions.mcp")
@@ -71,7 +71,6 @@ RESULT_LIMIT_BYTES = 1024 * 1024
 TEXT_LIMIT = 2000
 # Pages of tools/list read at most; 100 pages is far beyond any real server and bounds a misbehaving cursor.
 MAX_TOOL_PAGES = 100
-REDACTED = "[REDACTED]"
 USER_AGENT = "semantic-saga"
 # JSON-RPC errors the SDK synthesizes when an answer was lost or unreadable; the request may have been applied.
 _LOST_ANSWER_CODES = frozenset({CONNECTION_CLOSED, REQUEST_TIMEOUT, PARSE_ERROR, INTERNAL_ERROR})
@@ -278,7 +277,7 @@ def _outcome(
         pre_state = _pre_state(progress.captured, conn)
     answer = progress.answer
     assert answer is not None  # _invoke either sets it, returns after a refused capture, or raises
-    output = _redact(_tool_output(answer), conn.secrets)
+    output = scrub(_tool_output(answer), conn.secrets)
     if answer.is_error:
         retryable = bool(request.get("is_error_retryable", False))
         raise ActionFailure(
@@ -297,13 +296,13 @@ def _outcome(
 
 
 def _pre_state(captured: CallToolResult, conn: Connection) -> dict[str, Any]:
-    state = _redact(_tool_output(captured), conn.secrets)
+    state = scrub(_tool_output(captured), conn.secrets)
     return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
 
 
 def _capture_refused(captured: CallToolResult, conn: Connection, capture: _ToolCall | None) -> ActionFailure:
     name = capture.tool if capture else "?"
-    output = _redact(_tool_output(captured), conn.secrets)
+    output = scrub(_tool_output(captured), conn.secrets)
     return ActionFailure(
         "MCP_CAPTURE_FAILED",
         f"The capture tool {name} on {conn.where} answered isError: {_error_text(output)}. The state before the "
@@ -338,19 +337,6 @@ def _clip(text: str) -> str:
     return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3] + "..."
 
 
-def _redact(value: Any, secrets: Iterable[str]) -> Any:
-    # A server may echo request headers or its environment back; resolved secrets never leave this module.
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, REDACTED)
-        return value
-    if isinstance(value, dict):
-        return {_redact(key, secrets): _redact(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_redact(item, secrets) for item in value]
-    return value
-
-
 # --- failures ---------------------------------------------------------------------------------------------------
 
 
@@ -372,7 +358,7 @@ def _detail(exc: BaseException, conn: Connection, errlog: TextIO) -> str:
         stderr = errlog.read().strip()
         if stderr:
             text += f"; the server's stderr ends with: {stderr[-TEXT_LIMIT:]}"
-    return _clip(_redact(text, conn.secrets))
+    return _clip(scrub(text, conn.secrets))
 
 
 def _failure(

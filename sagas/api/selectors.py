@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import json
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Q
@@ -16,6 +12,7 @@ from governance.rbac import authorize
 from sagas import shapes
 from sagas.errors import InvalidInput
 from sagas.models import Approval
+from sagas.selectors import decode_keyset_cursor, encode_keyset_cursor
 from sagas.states import ApprovalStatus, NodeStatus
 
 
@@ -45,12 +42,16 @@ def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None 
         .prefetch_related("node__approvals", "node__dependency_links")
     )
     if cursor:
-        created, approval_id = _decode(cursor)
+        created, approval_id = decode_keyset_cursor(cursor, start="the oldest pending approval")
         query = query.filter(Q(created_at__gt=created) | Q(created_at=created, id__gt=approval_id))
     rows = list(query.order_by("created_at", "id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return ApprovalPage([_entry(a) for a in rows], _encode(rows[-1]) if more and rows else None)
+    return ApprovalPage([_entry(a) for a in rows], next_cursor(rows, more))
+
+
+def next_cursor(rows: list[Approval], more: bool) -> str | None:
+    return encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
 
 
 def _entry(approval: Approval) -> dict[str, Any]:
@@ -61,21 +62,3 @@ def _entry(approval: Approval) -> dict[str, Any]:
         "saga_status": node.saga.status,
         "approval": shapes.approval_to_dict(approval),
     }
-
-
-def _encode(approval: Approval) -> str:
-    raw = json.dumps([approval.created_at.isoformat(), str(approval.id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created, approval_id = json.loads(raw)
-        stamp = datetime.fromisoformat(created)
-        return stamp.astimezone(UTC) if stamp.tzinfo else stamp.replace(tzinfo=UTC), uuid.UUID(str(approval_id))
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InvalidInput(
-            message="cursor is not one this server issued. Pass next_cursor from a previous answer, or omit it to "
-            "start from the oldest pending approval."
-        ) from exc
