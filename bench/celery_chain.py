@@ -35,7 +35,7 @@ def _client() -> redis.Redis:
     return _redis
 
 
-@app.task(name="bench.noop")
+@app.task(name="bench.noop")  # type: ignore[untyped-decorator]  # Celery ships no type hints
 def noop(run_key: str, i: int, last: bool) -> None:
     if last:
         _client().rpush(run_key, repr(time.time()))

@@ -15,6 +15,7 @@ import uvicorn
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
 
 
 class StaticVerifier:
@@ -31,7 +32,7 @@ def build(token: str) -> Any:
     server = MCPServer(
         "bench-bare",
         token_verifier=StaticVerifier(token),
-        auth=AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None),
+        auth=AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None),
     )
 
     @server.tool(name="noop")
