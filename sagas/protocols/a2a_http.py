@@ -100,6 +100,21 @@ SKILLS = [
             _command_example(operation="list_sagas", status="ACTIVE", limit=20),
         ],
     ),
+    AgentSkill(
+        id="saga-preview",
+        name="Saga preview (dry run)",
+        description="Know before you act: begin a saga with preview=true, plan and run it, and nothing reaches the "
+        "world; the preview report groups the would-be effects by reversibility (irreversible, unknown, "
+        "compensable, reversible, read_only), says which steps would wait for approval or be denied, and lists the "
+        "compensation plan. Promote it to run the same plan for real with every check made again. Operations: "
+        "begin (preview), preview_report, promote.",
+        tags=["saga", "preview", "dry-run", "reversibility"],
+        examples=[
+            _command_example(operation="begin", preview=True, metadata={"workflow": "vendor-payment"}),
+            _command_example(operation="preview_report", saga_id="<saga-id>"),
+            _command_example(operation="promote", saga_id="<saga-id>"),
+        ],
+    ),
 ]
 
 

@@ -19,7 +19,7 @@ LIST_SAGAS = {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"da
 JSON = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}"}
 
 
-def test_card_advertises_one_durable_jsonrpc_interface_bearer_auth_and_three_skills(server: RunningServer):
+def test_card_advertises_one_durable_jsonrpc_interface_bearer_auth_and_four_skills(server: RunningServer):
     answer = httpx.get(server.base + CARD, timeout=10)  # no token: the card is public
 
     assert answer.status_code == 200
@@ -34,7 +34,12 @@ def test_card_advertises_one_durable_jsonrpc_interface_bearer_auth_and_three_ski
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
     skills = {skill["id"]: skill for skill in card["skills"]}
-    assert set(skills) == {"transactional-orchestration", "governed-side-effects", "transaction-inspection"}
+    assert set(skills) == {
+        "transactional-orchestration",
+        "governed-side-effects",
+        "transaction-inspection",
+        "saga-preview",
+    }
     assert all(skill["examples"] and '"operation"' in skill["examples"][0] for skill in skills.values())
 
 
