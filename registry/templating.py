@@ -135,3 +135,13 @@ def references_result_fields(value: Any) -> bool:
         if match and match["expr"].startswith(("result.", "pre_state.")):
             return True
     return False
+
+
+def references_forward_answer(value: Any) -> bool:
+    """Whether a request template reads the forward call's own answer (`${result...}`), as opposed to only the
+    pre-state captured before it (`${pre_state...}`), which an attempt keeps even when its answer was lost."""
+    for _, text in iter_strings(value, "request"):
+        match = _WHOLE.fullmatch(text)
+        if match and (match["expr"] == "result" or match["expr"].startswith("result.")):
+            return True
+    return False

@@ -17,6 +17,10 @@ class InvocationContext:
     # The forward result, available to compensation templates (${result.x}).
     result: Any | None = None
     attempt: int = 1
+    # What an earlier attempt of this same call left as its receipt when it failed or its answer was lost (None on a
+    # first attempt). An MCP action reuses the pre_state captured there instead of reading the state again, which
+    # that attempt may already have changed.
+    prior_receipt: Any | None = None
 
     def template_scope(self) -> dict[str, Any]:
         """The values `${...}` templates may reference."""

@@ -208,7 +208,8 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
     scope = _scope(ctx, compensation)
     main = _ToolCall(request["tool"], _arguments(request, scope, part), _meta(ctx.idempotency_key))
     capture = None
-    if not compensation and isinstance(definition.get("capture"), dict):
+    kept = {} if compensation else _kept_pre_state(ctx)
+    if not compensation and not kept and isinstance(definition.get("capture"), dict):
         spec = definition["capture"]
         capture = _ToolCall(spec["tool"], _arguments(spec, scope, "capture"), _meta(f"{ctx.idempotency_key}:capture"))
     conn = connection(definition["server"])
@@ -224,10 +225,22 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
                 if progress.captured is not None and not progress.captured.is_error:
                     # The call was sent after a successful capture: keep the prior state for whoever reconciles it.
                     failure.receipt = {"tool": main.tool, **_pre_state(progress.captured, conn)}
+                elif kept:
+                    failure.receipt = {"tool": main.tool, **kept}
                 raise failure from None
             # The answer arrived; only closing the connection failed, which changes nothing downstream.
             logger.warning("closing the MCP connection to %s failed after the answer: %r", conn.where, exc)
-    return _outcome(progress, conn, main.tool, capture, request)
+    return {**_outcome(progress, conn, main.tool, capture, request), **kept}
+
+
+def _kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
+    """The pre_state an earlier attempt of this step captured, if its answer was lost or it failed after the
+    capture. A retry must not read the state again: the earlier attempt may already have changed it, and the
+    inverse would then "restore" the changed value."""
+    prior = ctx.prior_receipt
+    if isinstance(prior, dict) and "pre_state" in prior and "pre_state_sha256" in prior:
+        return {"pre_state": prior["pre_state"], "pre_state_sha256": prior["pre_state_sha256"]}
+    return {}
 
 
 def _scope(ctx: InvocationContext, compensation: bool) -> dict[str, Any]:

@@ -60,6 +60,7 @@ class Claim:
     attempt: int
     pinned: _actions.Pinned
     input: dict[str, Any]
+    prior_receipt: Any = None  # the previous attempt's receipt, kept when it failed (see InvocationContext)
 
     def context(self) -> InvocationContext:
         return InvocationContext(
@@ -68,6 +69,7 @@ class Claim:
             idempotency_key=str(self.step_id),
             input=self.input,
             attempt=self.attempt,
+            prior_receipt=self.prior_receipt,
         )
 
     def lease(self) -> LeaseRef:
@@ -133,9 +135,11 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         return None
     fence = node.fence_token + 1
     step = node.step
+    prior = None
     if step is None:
         step = _new_step(tx, pinned, payload, node, fence)
     else:
+        prior = _prior_receipt(step)
         tx.transition(step, T.EXECUTING, attempts=step.attempts + 1, fence_token=fence, error=None)
     tx.transition(
         node,
@@ -152,7 +156,12 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
     tx.record(
         E.STEP_STARTED, node=node, step=step, status=T.EXECUTING, data={"attempt": node.attempts, "worker": worker_id()}
     )
-    return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload)
+    return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload, prior)
+
+
+def _prior_receipt(step: Step) -> Any:
+    """The receipt the failed attempt left in its error (read before the retry clears the error)."""
+    return (step.error or {}).get("receipt") if isinstance(step.error, dict) else None
 
 
 def _passes_policy(tx: Tx, node: Node, pinned: _actions.Pinned) -> bool:
@@ -511,6 +520,7 @@ def _reclaim_immediate(claim: Claim) -> Claim | None:
         step = Step.objects.get(pk=claim.step_id)
         if tx.saga.status != SagaStatus.ACTIVE or step.fence_token != claim.fence or step.status != T.FAILED:
             return None
+        prior = _prior_receipt(step)
         tx.transition(
             step,
             T.EXECUTING,
@@ -520,7 +530,9 @@ def _reclaim_immediate(claim: Claim) -> Claim | None:
             lease_expires_at=lease_deadline(),
         )
         tx.record(E.STEP_STARTED, step=step, status=T.EXECUTING, data={"attempt": step.attempts, "worker": worker_id()})
-    return Claim(claim.actor, claim.saga_id, claim.step_id, None, claim.fence, step.attempts, claim.pinned, claim.input)
+    return Claim(
+        claim.actor, claim.saga_id, claim.step_id, None, claim.fence, step.attempts, claim.pinned, claim.input, prior
+    )
 
 
 def saga_step_execute(
