@@ -17,7 +17,7 @@ from governance.rbac import authorize
 from sagas.api.authentication import request_principal
 from sagas.api.serializers import list_fields
 from sagas.errors import InvalidInput
-from sagas.protocols.mcp_tools import TOOLS
+from sagas.protocols.mcp_tools import TOOLS, storable_problem
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -41,21 +41,9 @@ def _validated(model: type[M], data: dict[str, Any], *, strict: bool) -> M:
 
 
 def _storable(value: object, where: str) -> None:
-    """Refuse text no database column can hold: NUL characters and unpaired surrogates (from JSON escapes)."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise InvalidInput(message=f"{where} contains a NUL character (\\u0000), which cannot be stored.")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(message=f"{where} contains an unpaired UTF-16 surrogate; send valid Unicode.") from exc
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _storable(key, f"{where} (a key)")
-            _storable(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _storable(item, f"{where}[{index}]")
+    """Refuse text no database column can hold, in the body, the query and the URL alike."""
+    if problem := storable_problem(value, where):
+        raise InvalidInput(message=f"{problem}.")
 
 
 def body_args(request: Request, model: type[M], *, fixed: dict[str, Any] | None = None, **url: str) -> M:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from governance.identity import Principal
 from governance.rbac import authorize
@@ -21,9 +21,38 @@ from sagas import coordinator, previews, selectors, shapes
 from sagas.errors import NotFound
 
 
+def storable_problem(value: object, where: str) -> str | None:
+    """What makes `value` unstorable, if anything: text no database column can hold (a NUL character, which
+    PostgreSQL refuses in text and jsonb, or an unpaired UTF-16 surrogate from a JSON escape)."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return f"{where} contains a NUL character (\\u0000), which cannot be stored"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{where} contains an unpaired UTF-16 surrogate; send valid Unicode"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if problem := storable_problem(key, f"{where} (a key)") or storable_problem(item, f"{where}.{key}"):
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if problem := storable_problem(item, f"{where}[{index}]"):
+                return problem
+    return None
+
+
 class Args(BaseModel):
     # Strict: unknown keys and wrong types are refused before anything runs ("5" is not an integer).
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="after")
+    def _storable(self) -> Args:
+        # Refused here, once for MCP, A2A and REST, instead of as a database error after work began.
+        for name, value in self.__dict__.items():
+            if problem := storable_problem(value, name):
+                raise ValueError(problem)
+        return self
 
 
 class SagaRef(Args):

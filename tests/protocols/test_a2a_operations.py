@@ -77,3 +77,17 @@ def test_field_problems_are_listed_for_the_client_one_by_one():
         parse_command(_message({"operation": "checkpoint", "saga_id": 7, "colour": "red"}))
     fields = {problem["field"] for problem in refused.value.data["errors"]}  # type: ignore[index]
     assert fields == {"saga_id", "name", "colour"}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        {"operation": "begin", "metadata": {"note": "a\x00b"}},
+        {"operation": "plan", "saga_id": "s", "action": "a", "input": {"nul\x00key": 1}},
+    ],
+)
+def test_text_no_database_can_store_is_refused_before_anything_runs(command: dict[str, object]):
+    # The tool table's argument models refuse it, so MCP, A2A and REST answer the same clear error.
+    with pytest.raises(InvalidParamsError) as refused:
+        parse_command(_message(command))
+    assert "NUL character" in str(refused.value.data)
