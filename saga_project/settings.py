@@ -110,6 +110,11 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
 else:
     _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
     _db.setdefault("CONN_HEALTH_CHECKS", True)
+    # Server-side binding lets psycopg prepare the coordinator's repeated statements once per connection, so
+    # PostgreSQL stops re-planning them on every step (the hot path's queries are few and always the same).
+    _pg_options = _db.setdefault("OPTIONS", {})
+    _pg_options.setdefault("server_side_binding", env.bool("SAGA_PG_SERVER_SIDE_BINDING", default=True))
+    _pg_options.setdefault("prepare_threshold", env.int("SAGA_PG_PREPARE_THRESHOLD", default=2))
 
 # --- saga engine ------------------------------------------------------------------------------------------------
 

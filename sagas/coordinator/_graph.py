@@ -44,8 +44,9 @@ def promote_dependants(tx: Tx, node: Node) -> list[Node]:
     all, however wide the fan-out.
     """
     unmet = NodeDependency.objects.filter(node=OuterRef("pk")).exclude(depends_on__status=N.COMPLETED)
+    # Bounded by the saga (node_saga_status_pos_idx), so the plan never scans other sagas' waiting nodes.
     ready = list(
-        Node.objects.filter(dependency_links__depends_on=node, status=N.WAITING_DEPENDENCY)
+        Node.objects.filter(saga_id=node.saga_id, status=N.WAITING_DEPENDENCY, dependency_links__depends_on=node)
         .exclude(Exists(unmet))
         .order_by("position")
     )
