@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from django.db.models import Exists, OuterRef
-
 from audit.models import EventType as E
+from sagas.coordinator import _hot
 from sagas.coordinator._tx import Tx
 from sagas.models import Node, NodeDependency
 from sagas.states import NodeStatus as N
@@ -43,13 +42,7 @@ def promote_dependants(tx: Tx, node: Node) -> list[Node]:
     One query finds them (waiting, with no dependency left that is not COMPLETED) and one statement promotes them
     all, however wide the fan-out.
     """
-    unmet = NodeDependency.objects.filter(node=OuterRef("pk")).exclude(depends_on__status=N.COMPLETED)
-    # Bounded by the saga (node_saga_status_pos_idx), so the plan never scans other sagas' waiting nodes.
-    ready = list(
-        Node.objects.filter(saga_id=node.saga_id, status=N.WAITING_DEPENDENCY, dependency_links__depends_on=node)
-        .exclude(Exists(unmet))
-        .order_by("position")
-    )
+    ready = _hot.dependants_now_ready(node)
     tx.transition_many(ready, N.READY, event=E.NODE_READY)
     return ready
 

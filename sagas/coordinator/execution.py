@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Now
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit import telemetry
@@ -30,7 +30,7 @@ from governance.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
-from sagas.coordinator import _actions, _graph, _policy, gates, preview
+from sagas.coordinator import _actions, _graph, _hot, _policy, gates, preview
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.coordinator.compensation import saga_rollback
 from sagas.coordinator.planning import request_approval
@@ -207,11 +207,6 @@ def executing_count(saga: Saga) -> int:
     return Node.objects.filter(saga=saga, status=N.EXECUTING).count()
 
 
-def _executing_subquery() -> Subquery:
-    executing = Node.objects.filter(saga=OuterRef("saga"), status=N.EXECUTING).order_by()
-    return Subquery(executing.values("saga").annotate(n=Count("pk")).values("n")[:1])
-
-
 def ready_within_capacity(tx: Tx, only: uuid.UUID | None = None) -> list[Node]:
     """The ready nodes (or the one node `only`) that the saga's current run may start now, across all workers.
 
@@ -221,10 +216,7 @@ def ready_within_capacity(tx: Tx, only: uuid.UUID | None = None) -> list[Node]:
     saga = tx.saga
     if saga.status != SagaStatus.ACTIVE or saga.run_steps_left <= 0:
         return []
-    query = ready_due(saga).annotate(executing=Coalesce(_executing_subquery(), 0))
-    if only is not None:
-        query = query.filter(pk=only)
-    rows: list[Node] = list(query[: saga.run_max_parallel])
+    rows = _hot.ready_nodes(saga.id, saga.run_max_parallel, only)
     if not rows:
         return []
     free = min(saga.run_max_parallel - getattr(rows[0], "executing"), saga.run_steps_left)  # noqa: B009
