@@ -61,17 +61,23 @@ def _rename(crm: DemoWorld, *, idempotent: bool, max_attempts: int) -> None:
     register(contract)
 
 
-def test_an_uncertain_renaming_is_rolled_back_to_the_captured_name(
-    operator: Principal, crm: DemoWorld, first_update_stalls: None
-) -> None:
+def _renaming_saga(operator: Principal, crm: DemoWorld, *, idempotent: bool, max_attempts: int) -> tuple[Any, Any]:
+    """An existing contact, and a saga that renames it (run: its first answer is lost)."""
     before = crm.call_tool("create_contact", {"name": "Ada Lovelace", "email": "ada@example.com"})
-    _rename(crm, idempotent=False, max_attempts=1)
+    _rename(crm, idempotent=idempotent, max_attempts=max_attempts)
     saga = coordinator.saga_begin(actor=operator)
     coordinator.node_plan(
         actor=operator, saga_id=saga.id, action="rename_contact", input={"id": before["id"], "name": "Ada King"}
     )
-    # when the rename's answer is lost (uncertain, not retried) and the saga rolls back (failure_mode rollback)
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=30)
+    return before, saga
+
+
+def test_an_uncertain_renaming_is_rolled_back_to_the_captured_name(
+    operator: Principal, crm: DemoWorld, first_update_stalls: None
+) -> None:
+    # when the rename's answer is lost (uncertain, not retried) and the saga rolls back (failure_mode rollback)
+    before, saga = _renaming_saga(operator, crm, idempotent=False, max_attempts=1)
     # then the inverse ran from the kept pre-state: the contact has its old name again
     saga.refresh_from_db()
     step = Step.objects.get(saga=saga)
@@ -83,14 +89,8 @@ def test_an_uncertain_renaming_is_rolled_back_to_the_captured_name(
 def test_a_retry_reuses_the_first_capture_instead_of_reading_the_changed_state(
     operator: Principal, crm: DemoWorld, first_update_stalls: None
 ) -> None:
-    before = crm.call_tool("create_contact", {"name": "Ada Lovelace", "email": "ada@example.com"})
-    _rename(crm, idempotent=True, max_attempts=2)
-    saga = coordinator.saga_begin(actor=operator)
-    coordinator.node_plan(
-        actor=operator, saga_id=saga.id, action="rename_contact", input={"id": before["id"], "name": "Ada King"}
-    )
     # when the first attempt's answer is lost and the idempotent rename is retried
-    coordinator.saga_run_ready(actor=operator, saga_id=saga.id, wait_seconds=30)
+    before, saga = _renaming_saga(operator, crm, idempotent=True, max_attempts=2)
     step = Step.objects.get(saga=saga)
     assert step.status == StepStatus.COMPLETED and step.attempts == 2, (step.status, step.error)
     # then the state was captured once, before the first attempt, and the receipt keeps that original state
