@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from audit.chain import verify_chain
 from audit.models import AuditEvent
@@ -19,8 +19,8 @@ from governance.rbac import authorize
 from sagas import shapes
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import InvalidInput, saga_not_found
-from sagas.models import Node, Saga, Step
-from sagas.states import SagaStatus
+from sagas.models import Approval, Node, Saga, Step
+from sagas.states import ApprovalStatus, NodeStatus, SagaStatus
 
 
 def saga_get(*, actor: Principal, saga_id: object) -> Saga:
@@ -203,3 +203,11 @@ def policy_status(*, actor: Principal, tenant_id: str | None = None) -> dict[str
     if tenant != actor.tenant_id:
         authorize(actor, "policy_status_other_tenant")
     return governance_policy.policy_status(tenant)
+
+
+def pending_approvals(actor: Principal) -> QuerySet[Approval]:
+    """The tenant's approval requests still waiting for a decision, on nodes still WAITING_APPROVAL (served by
+    approval_status_created_idx). The console's queue and the REST approval list read through this one query."""
+    return Approval.objects.filter(
+        status=ApprovalStatus.PENDING, node__status=NodeStatus.WAITING_APPROVAL, node__saga__tenant_id=actor.tenant_id
+    )

@@ -12,8 +12,7 @@ from governance.rbac import authorize
 from sagas import shapes
 from sagas.errors import InvalidInput
 from sagas.models import Approval
-from sagas.selectors import decode_keyset_cursor, encode_keyset_cursor
-from sagas.states import ApprovalStatus, NodeStatus
+from sagas.selectors import decode_keyset_cursor, encode_keyset_cursor, pending_approvals
 
 
 @dataclass(frozen=True)
@@ -33,11 +32,7 @@ def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None 
         raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     # Served by approval_status_created_idx (pending approvals, oldest first).
     query = (
-        Approval.objects.filter(
-            status=ApprovalStatus.PENDING,
-            node__status=NodeStatus.WAITING_APPROVAL,
-            node__saga__tenant_id=actor.tenant_id,
-        )
+        pending_approvals(actor)
         .select_related("node__saga")
         .prefetch_related("node__approvals", "node__dependency_links")
     )

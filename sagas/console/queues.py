@@ -18,10 +18,11 @@ from audit.models import EventType as E
 from governance.identity import Principal
 from governance.rbac import authorize
 from registry.models import ActionDefinition
+from sagas import selectors
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga, Step
-from sagas.states import RECOVERABLE_SAGA_STATES, ApprovalStatus, SagaStatus
+from sagas.states import RECOVERABLE_SAGA_STATES, SagaStatus
 from sagas.states import NodeStatus as N
 from sagas.states import StepStatus as T
 
@@ -53,9 +54,7 @@ class QueueItem:
 
 
 def _pending(actor: Principal) -> QuerySet[Approval]:
-    return Approval.objects.filter(
-        status=ApprovalStatus.PENDING, node__status=N.WAITING_APPROVAL, node__saga__tenant_id=actor.tenant_id
-    )
+    return selectors.pending_approvals(actor)
 
 
 def pending_approval_count(*, actor: Principal) -> int:
