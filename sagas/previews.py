@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from audit.models import AuditEvent, EventType
 from governance.identity import Principal
+from governance.policy import risk_units
 from governance.rbac import authorize
 from registry.contracts import has_compensation
 from sagas.errors import InvalidTransition
 from sagas.models import Saga, Step
-from sagas.selectors import saga_verify_audit
-from sagas.states import StepStatus
+from sagas.selectors import saga_get, saga_verify_audit
+from sagas.states import NodeStatus, StepStatus
 
 # Report order, most dangerous first; unknown is never assumed safe.
 CLASSES = ("irreversible", "unknown", "compensable", "reversible", "read_only")
@@ -32,8 +34,6 @@ CLASS_MEANING = {
 def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
     """Errors: SAGA_NOT_FOUND (also for another tenant's saga), NOT_A_PREVIEW."""
     authorize(actor, "preview_report")
-    from sagas.selectors import saga_get  # the one tenant-scoped read of a saga
-
     saga = saga_get(actor=actor, saga_id=saga_id)
     if not saga.preview:
         raise InvalidTransition(
@@ -43,7 +43,8 @@ def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
     items = [
         _item(step) for step in saga.steps.filter(status=StepStatus.DRY).select_related("node").order_by("sequence")
     ]
-    pending = list(saga.nodes.exclude(status="DRY").order_by("position").values_list("key", "action", "status"))
+    not_dry = saga.nodes.exclude(status=NodeStatus.DRY).order_by("position")
+    pending = list(not_dry.values_list("key", "action", "status"))
     return {
         "saga_id": str(saga.id),
         "preview": True,
@@ -123,8 +124,6 @@ def _summary(items: list[dict[str, Any]], pending: list[Any]) -> str:
 
 
 def _budget(items: list[dict[str, Any]]) -> dict[str, Any]:
-    from governance.policy import risk_units
-
     return {
         "steps": len(items),
         "risk_units": sum(risk_units(str(i["risk"])) for i in items),
@@ -153,7 +152,5 @@ def _compensation_plan(saga: Saga, items: list[dict[str, Any]]) -> list[dict[str
 
 
 def _promotions(saga: Saga) -> list[str]:
-    from audit.models import AuditEvent
-
-    events = AuditEvent.objects.filter(saga_id=saga.id, event_type="SAGA_PROMOTED").order_by("sequence")
+    events = AuditEvent.objects.filter(saga_id=saga.id, event_type=EventType.SAGA_PROMOTED).order_by("sequence")
     return [str(e.data.get("promoted_to")) for e in events]

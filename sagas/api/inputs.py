@@ -17,7 +17,7 @@ from governance.rbac import authorize
 from sagas.api.authentication import request_principal
 from sagas.api.serializers import list_fields
 from sagas.errors import InvalidInput
-from sagas.protocols.mcp_tools import TOOLS, storable_problem
+from sagas.protocols.mcp_tools import TOOLS, argument_problems, storable_problem
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,9 +29,7 @@ def _validated(model: type[M], data: dict[str, Any], *, strict: bool) -> M:
     try:
         return model.model_validate(data, strict=strict)
     except ValidationError as error:
-        problems = [
-            f"{'.'.join(str(p) for p in e['loc']) or '(body)'}: {e['msg']}" for e in error.errors(include_url=False)
-        ]
+        problems = argument_problems(error, "(body)")
         raise InvalidInput(
             "INVALID_ARGUMENTS",
             f"The request was refused: {'; '.join(problems)}. Nothing was created or changed. Fix the arguments "

@@ -20,6 +20,8 @@ from registry.errors import ActionFailure
 from registry.preview import preview_request
 from sagas.coordinator import _actions, _policy
 from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator.lifecycle import saga_begin
+from sagas.coordinator.planning import node_plan
 from sagas.errors import InvalidTransition, SagaError
 from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus as N
@@ -143,9 +145,6 @@ def saga_promote(*, actor: Principal, saga_id: object) -> Saga:
     before. Audit SAGA_PROMOTED on the preview (data: the new saga's id). Errors: NOT_A_PREVIEW, and any refusal of
     the re-planning (the new saga then keeps the nodes planned so far, and says which one was refused).
     """
-    from sagas.coordinator.lifecycle import saga_begin
-    from sagas.coordinator.planning import node_plan
-
     authorize(actor, "promote")
     plan = _promotion_plan(actor, saga_id)
     saga = saga_begin(actor=actor, metadata={**plan["metadata"], "promoted_from": str(plan["preview_id"])})

@@ -23,7 +23,7 @@ from governance.errors import ServiceError
 from governance.identity import Principal
 from governance.rbac import authorize
 from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
-from sagas.protocols.mcp_tools import TOOLS, Tool
+from sagas.protocols.mcp_tools import TOOLS, Tool, argument_problems
 from sagas.protocols.orm import run_orm
 
 logger = logging.getLogger("sagas.protocols.mcp")
@@ -69,9 +69,7 @@ def _ok_result(result: dict[str, Any]) -> types.CallToolResult:
 
 
 def _invalid_arguments(tool: Tool, error: ValidationError) -> types.CallToolResult:
-    problems = [
-        f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}" for e in error.errors(include_url=False)
-    ]
+    problems = argument_problems(error, "(arguments)")
     return _error_result(
         "INVALID_ARGUMENTS",
         f"{tool.name} was not called: {'; '.join(problems)}. Nothing was created or changed. Fix the arguments "

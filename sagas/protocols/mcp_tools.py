@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from governance.identity import Principal
 from governance.rbac import authorize
@@ -40,6 +40,12 @@ def storable_problem(value: object, where: str) -> str | None:
             if problem := storable_problem(item, f"{where}[{index}]"):
                 return problem
     return None
+
+
+def argument_problems(error: ValidationError, root: str) -> list[str]:
+    """One readable line per refused argument (`input.amount: Input should be a valid integer`), for every surface
+    that reports a strict-argument refusal (MCP, REST)."""
+    return [f"{'.'.join(str(p) for p in e['loc']) or root}: {e['msg']}" for e in error.errors(include_url=False)]
 
 
 class Args(BaseModel):
