@@ -137,14 +137,18 @@ class Tx:
         current = {n.status for n in nodes}
         if len(current) != 1 or not can_transition("node", next(iter(current)), to):
             raise InvalidTransition(
-                message=f"Nodes cannot all move from {sorted(current)} to {to}. Nothing was changed."
+                message=f"Nodes cannot all move from {sorted(current)} to {to}. Nothing was changed. "
+                "Read the saga again (get_saga) to see its current state."
             )
         now = timezone.now()
         changed = Node.objects.filter(pk__in=[n.pk for n in nodes], status=next(iter(current))).update(
             status=to, updated_at=now
         )
         if changed != len(nodes):
-            raise StaleState(message="Another request changed these nodes first. Nothing was changed by this call.")
+            raise StaleState(
+                message="Another request changed these nodes first. Nothing was changed by this call. Read the saga "
+                "again and decide from its current state."
+            )
         for node in nodes:
             node.status, node.updated_at = to, now
             if event:
