@@ -1,4 +1,4 @@
-"""The per-saga SHA-256 audit chain: append and verify (DESIGN.md section 7, docs/audit_hash.md).
+"""The per-saga SHA-256 audit chain: append and verify (docs/audit_hash.md).
 
 event_hash = sha256_hex(canonical_json({"previous_hash": <previous event_hash or null>, "event": <body>}))
 

@@ -1,4 +1,4 @@
-"""Tenant governance: may THIS action, resource and risk happen NOW? (DESIGN.md section 6)
+"""Tenant governance: may THIS action, resource and risk happen NOW? (docs/policy_governance.md)
 
 Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgrading never silently restricts),
 `json` (a schema-validated file, governance.policy_engine), `opa` (an OPA server) and `rego` (the same Rego

@@ -1,7 +1,7 @@
 """The one ASGI app: a Starlette router outside (it owns the lifespan), Django mounted last.
 
-MCP is served at /mcp, A2A at /a2a (its public card at /.well-known/agent-card.json); see ../shared/PROTOCOLS.md
-section 2 for why Django cannot be the outermost app (it refuses lifespan scopes).
+MCP is served at /mcp, A2A at /a2a (its public card at /.well-known/agent-card.json). Django
+cannot be the outermost app: it refuses ASGI lifespan scopes, and the MCP session manager needs the lifespan.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The result shapes agents see (DESIGN.md section 11): fields may be added, never renamed or dropped."""
+"""The result shapes agents see (those of semantic-saga-mcp): fields may be added, never renamed or dropped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Executing work: immediate steps and ready DAG nodes (DESIGN.md section 5).
+"""Executing work: immediate steps and ready DAG nodes (docs/architecture.md section 5).
 
 Each attempt is three phases: (1) a short transaction that re-checks the saga, the pinned contract, approval and
 input, takes the lease (fence + 1) and writes the step as EXECUTING (write-ahead); (2) the call, outside any

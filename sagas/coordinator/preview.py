@@ -1,4 +1,4 @@
-"""Preview sagas: everything but the side effect (DESIGN.md section 5; docs/preview_and_mcp_actions.md).
+"""Preview sagas: everything but the side effect (docs/architecture.md section 5; docs/preview_and_mcp_actions.md).
 
 A saga begun with `preview=True` plans, executes and runs like any other, except that no action is ever called:
 each step is journaled `DRY` with the request it would have sent (templates resolved, secrets redacted) and a

@@ -3,7 +3,7 @@
 Tasks live in our migrations, our admin and our database connection (no second pool, no table created at start-up).
 Every method is scoped to the tenant of the Principal that the A2A call context carries (a2a_http puts it there):
 peers of one tenant share tasks, another tenant's GetTask answers "task not found" because the row is invisible to
-it, exactly as a missing one. ORM work runs off the event loop through run_orm (PROTOCOLS.md section 7).
+it, exactly as a missing one. ORM work runs off the event loop through run_orm (sagas/protocols/orm.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The MCP tool table: name -> (strict arguments model, handler, RBAC operation, annotations, description).
 
-Names, parameters and result shapes follow semantic-saga-mcp (DESIGN.md section 11) so its agents work
+Names, parameters and result shapes follow semantic-saga-mcp (docs/mcp.md) so its agents work
 unchanged; fields are only ever added. Handlers are synchronous ORM units (run off the event loop by the server)
 that call the coordinator or selectors and return JSON-ready dicts.
 """

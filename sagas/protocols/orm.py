@@ -1,4 +1,4 @@
-"""Running synchronous ORM work from async protocol handlers (../shared/PROTOCOLS.md section 7).
+"""Running synchronous ORM work from async protocol handlers, off the event loop.
 
 Django's request signals never fire for MCP or A2A requests, so connections are closed here around each unit;
 with asgiref's ThreadSensitiveContext around the protocol app, each request gets its own thread instead of all

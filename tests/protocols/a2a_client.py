@@ -1,4 +1,4 @@
-"""The official a2a-sdk client (PROTOCOLS.md section 6), as a peer agent uses it: card, bearer token, commands."""
+"""The official a2a-sdk client, as a peer agent uses it: card, bearer token, commands."""
 
 from __future__ import annotations
 
