@@ -4,6 +4,10 @@ update_inventory actions call it). Standard library only; state lives in memory;
     python examples/demo_service.py            # listens on 127.0.0.1:9999
     PAYMENTS_TOKEN=s3cret python examples/demo_service.py   # then requests must carry "Bearer s3cret"
 
+Routes: POST /charges and POST /charges/<id>/refund; POST /inventory/adjust and DELETE /inventory/reservations/<id>;
+GET anything for the current stock and charges. The compensations address what the forward call created by its id
+in the path, which the example registry writes as URL templates (`/charges/${result.id}/refund`).
+
 Every write honours the Idempotency-Key header: a repeated key returns the first answer without acting twice,
 which is what makes Semantic Saga's retries (same step id) and compensations (`<step id>:rollback`) safe.
 """
@@ -12,11 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 STOCK: dict[str, int] = {"A-1": 10, "B-2": 3}
 CHARGES: dict[str, dict[str, Any]] = {}
@@ -31,12 +38,12 @@ def charge(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return 201, {"id": charge_id, "status": "captured"}
 
 
-def refund(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    found = CHARGES.get(str(body.get("charge_id")))
+def refund(charge_id: str) -> tuple[int, dict[str, Any]]:
+    found = CHARGES.get(charge_id)
     if found is None:
-        return 404, {"error": "no such charge"}
+        return 404, {"error": f"no charge {charge_id}"}
     found["refunded"] = True
-    return 200, {"id": body["charge_id"], "status": "refunded"}
+    return 200, {"id": charge_id, "status": "refunded"}
 
 
 def reserve(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -49,15 +56,22 @@ def reserve(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
     return 201, {"reservation_id": reservation_id, "sku": sku, "on_hand": STOCK[sku]}
 
 
-def release(body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    reservation = RESERVATIONS.pop(str(body.get("reservation_id")), None)
+def release(reservation_id: str) -> tuple[int, dict[str, Any]]:
+    reservation = RESERVATIONS.pop(reservation_id, None)
     if reservation is None:
         return 200, {"released": False}  # nothing to undo (already undone, or never done)
     STOCK[reservation["sku"]] -= reservation["delta"]
     return 200, {"released": True, "on_hand": STOCK[reservation["sku"]]}
 
 
-ROUTES = {"/charges": charge, "/refunds": refund, "/inventory/adjust": reserve, "/inventory/release": release}
+# Writes that take a JSON body, by path.
+BODY_ROUTES = {("POST", "/charges"): charge, ("POST", "/inventory/adjust"): reserve}
+# Writes addressed by an id in the path (the example registry's compensations use URL templates such as
+# /charges/${result.id}/refund), by method and a pattern whose one group is the id.
+ID_ROUTES = [
+    ("POST", re.compile(r"/charges/(?P<id>[^/]+)/refund"), refund),
+    ("DELETE", re.compile(r"/inventory/reservations/(?P<id>[^/]+)"), release),
+]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -65,25 +79,41 @@ class Handler(BaseHTTPRequestHandler):
         self._answer(200, {"stock": STOCK, "charges": CHARGES})
 
     def do_POST(self) -> None:
+        self._write()
+
+    def do_DELETE(self) -> None:
+        self._write()
+
+    def _write(self) -> None:
         token = os.environ.get("PAYMENTS_TOKEN")
         if token and self.headers.get("Authorization") != f"Bearer {token}":
             self._answer(401, {"error": "bad or missing bearer token"})
             return
-        route = ROUTES.get(self.path)
-        if route is None:
-            self._answer(404, {"error": f"no route {self.path}"})
-            return
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
+        route = self._route(body)
+        if route is None:
+            self._answer(404, {"error": f"no route {self.command} {self.path}"})
+            return
         key = self.headers.get("Idempotency-Key")
         with LOCK:
             if key and key in ANSWERS:
                 status, answer = ANSWERS[key]
             else:
-                status, answer = route(body)
+                status, answer = route()
                 if key:
                     ANSWERS[key] = (status, answer)
         self._answer(status, answer)
+
+    def _route(self, body: dict[str, Any]) -> Callable[[], tuple[int, dict[str, Any]]] | None:
+        with_body = BODY_ROUTES.get((self.command, self.path))
+        if with_body is not None:
+            return lambda: with_body(body)
+        for method, pattern, by_id in ID_ROUTES:
+            match = pattern.fullmatch(self.path)
+            if method == self.command and match:
+                return lambda: by_id(unquote(match["id"]))
+        return None
 
     def _answer(self, status: int, body: dict[str, Any]) -> None:
         payload = json.dumps(body).encode()

@@ -2,8 +2,8 @@
 
 Validation is two passes over the same contract: the published JSON Schema (docs/action_registry.schema.json,
 a copy of registry/action_registry.schema.json) for shape, then the rules JSON Schema cannot say well (template
-roots, compensation presence, which fields belong to which kind, import drafts, schema validity). Both report
-every problem at once, each prefixed with the path of the offending value
+roots and placement, compensation presence, which fields belong to which kind, import drafts, schema validity).
+Both report every problem at once, each prefixed with the path of the offending value
 (`actions[2].execution_policy.forward.max_attempts: ...`), because an operator fixing a file wants the whole list,
 not one error per attempt.
 """
@@ -27,6 +27,7 @@ from referencing import Registry, Resource
 from audit.canonical import sha256_hex
 from registry.errors import RegistryError
 from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
+from registry.url_templates import url_template_problems
 
 SCHEMA_PATH = Path(__file__).with_name("action_registry.schema.json")
 SCHEMA_VERSION = 1
@@ -154,7 +155,7 @@ def _semantic_problems(contract: Any, path: str) -> list[str]:
     for part, allow_result in (("forward", False), ("compensation", True)):
         request = contract.get(part)
         if isinstance(request, dict) and contract.get("kind") == "http":
-            problems += _http_request_problems(request, f"{path}.{part}", allow_result=allow_result)
+            problems += _http_request_problems(contract, request, f"{path}.{part}", allow_result=allow_result)
     if contract.get("kind") == "mcp":
         problems += _mcp_problems(contract, path)
     else:
@@ -204,12 +205,20 @@ def _compensation_presence_problems(contract: dict[str, Any], path: str) -> list
     return []
 
 
-def _http_request_problems(request: dict[str, Any], path: str, *, allow_result: bool) -> list[str]:
+def _http_request_problems(
+    contract: dict[str, Any], request: dict[str, Any], path: str, *, allow_result: bool
+) -> list[str]:
+    """Whole-value templates in the body, per-segment templates in the URL (registry.url_templates), none in
+    headers: a header is where secrets go, and a value there could smuggle a second header or a credential."""
     problems = template_problems(request.get("body"), f"{path}.body", allow_result=allow_result)
-    # Only the body is rendered; a template anywhere else would be sent literally.
-    for where, text in iter_strings({"url": request.get("url"), "headers": request.get("headers")}, path):
+    schemas = {"input": contract.get("input_schema"), "result": contract.get("output_schema")}
+    problems += url_template_problems(request.get("url"), f"{path}.url", allow_result=allow_result, schemas=schemas)
+    for where, text in iter_strings(request.get("headers"), f"{path}.headers"):
         if TEMPLATE_MARKER in text:
-            problems.append(f"{where}: templates are only rendered in body; {text!r} would be sent literally")
+            problems.append(
+                f"{where}: templates are rendered in the body and the URL, not in headers; {text!r} would be sent "
+                "literally. Put the value in the body or the URL path, or use a secret reference for credentials"
+            )
     headers = request.get("headers")
     for name in headers if isinstance(headers, dict) else ():
         if name.lower() in _RESERVED_HEADERS:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from registry.templating import render
+from registry.url_templates import render_url
 
 REDACTED = "[redacted secret {ref}]"
 
@@ -20,10 +21,13 @@ def preview_request(
     definition: dict[str, Any], *, input: dict[str, Any], saga_id: uuid.UUID | str, step_id: uuid.UUID | str
 ) -> dict[str, Any]:
     """The contract's forward request for this input (kind, target and rendered templates); raises ActionFailure
-    (TEMPLATE_PATH_MISSING) exactly when the real call would fail before sending anything."""
+    (TEMPLATE_PATH_MISSING, URL_TEMPLATE_VALUE_INVALID) exactly when the real call would fail before sending
+    anything."""
     scope = {"input": input, "result": None, "saga": {"id": str(saga_id)}, "step": {"id": str(step_id)}}
     forward = definition.get("forward", {})
     rendered = render(_redact(forward), scope, "forward")
+    if definition.get("kind") == "http" and isinstance(rendered.get("url"), str):
+        rendered["url"] = render_url(rendered["url"], scope, "forward.url")
     request: dict[str, Any] = {"kind": definition.get("kind"), "forward": rendered}
     if "capture" in definition:
         # A capture is a read the real run would make first; a preview does not make it.

@@ -1,4 +1,4 @@
-"""Whole-value templates in HTTP request bodies and MCP tool arguments.
+"""Whole-value templates in HTTP request bodies and MCP tool arguments, and the template grammar URLs share.
 
 A JSON string that is exactly `${input.a.b}`, `${result.x}`, `${pre_state.x}`, `${saga.id}` or `${step.id}` is
 replaced by the referenced value with its JSON type kept (an integer stays an integer). `${result...}` exists only
@@ -7,7 +7,9 @@ a `capture` (the state read just before the forward call, persisted with the for
 
 There is no interpolation inside longer strings: a value like "order ${input.id}" is refused at validation,
 because sending it literally would almost certainly be a mistake and partial interpolation would silently
-stringify numbers.
+stringify numbers. URLs are the exception (a URL is text, so an integer id becoming a path segment is expected):
+registry.url_templates renders templates inside HTTP action URLs with the same roots and rules, one
+percent-encoded path segment or query value per template.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from typing import Any
 from registry.errors import ActionFailure
 
 TEMPLATE_MARKER = "${"
-_WHOLE = re.compile(r"\$\{(?P<expr>[^{}]*)\}")
+# One template, `${expr}`; `expr` is checked by expression_problem.
+TEMPLATE = re.compile(r"\$\{(?P<expr>[^{}]*)\}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
 # `saga` and `step` expose only their id: the template surface stays small and every rendered value is one the
 # coordinator already journals.
@@ -44,14 +47,15 @@ def template_problems(value: Any, path: str, *, allow_result: bool, allow_pre_st
     problems = []
     for where, text in iter_strings(value, path):
         if TEMPLATE_MARKER in text:
-            problem = _expression_problem(text, allow_result=allow_result, allow_pre_state=allow_pre_state)
+            problem = expression_problem(text, allow_result=allow_result, allow_pre_state=allow_pre_state)
             if problem:
                 problems.append(f"{where}: {problem}")
     return problems
 
 
-def _expression_problem(text: str, *, allow_result: bool, allow_pre_state: bool) -> str | None:
-    match = _WHOLE.fullmatch(text)
+def expression_problem(text: str, *, allow_result: bool, allow_pre_state: bool) -> str | None:
+    """Why `text` is not one usable template (`${input.a}`, ...), or None when it is."""
+    match = TEMPLATE.fullmatch(text)
     if match is None:
         return (
             f"{text!r} mixes a template with other text; a template must be the whole string value, "
@@ -87,8 +91,8 @@ def render(value: Any, scope: Mapping[str, Any], path: str = "body") -> Any:
     A referenced path that is missing is a permanent failure: retrying the same input cannot make it appear.
     """
     if isinstance(value, str):
-        match = _WHOLE.fullmatch(value)
-        return _lookup(match["expr"], scope, value, path) if match else value
+        match = TEMPLATE.fullmatch(value)
+        return lookup(match["expr"], scope, value, path) if match else value
     if isinstance(value, Mapping):
         return {key: render(item, scope, f"{path}.{key}") for key, item in value.items()}
     if isinstance(value, list):
@@ -96,7 +100,8 @@ def render(value: Any, scope: Mapping[str, Any], path: str = "body") -> Any:
     return value
 
 
-def _lookup(expr: str, scope: Mapping[str, Any], template: str, path: str) -> Any:
+def lookup(expr: str, scope: Mapping[str, Any], template: str, path: str) -> Any:
+    """The value `expr` (`input.a.b`) names in `scope`; raises ActionFailure(TEMPLATE_PATH_MISSING) naming `path`."""
     parts = expr.split(".")
     current: Any = scope
     walked: list[str] = []
@@ -130,18 +135,17 @@ def references_result_fields(value: Any) -> bool:
     """Whether a request template reads fields of the forward result (`${result.x}`), which only exist once the
     forward call answered. `${pre_state.x}` counts too: the captured pre-state is persisted inside the forward
     result of an MCP step, so without a result there is no pre-state either."""
-    for _, text in iter_strings(value, "request"):
-        match = _WHOLE.fullmatch(text)
-        if match and match["expr"].startswith(("result.", "pre_state.")):
-            return True
-    return False
+    return any(expr.startswith(("result.", "pre_state.")) for expr in _expressions(value))
 
 
 def references_forward_answer(value: Any) -> bool:
     """Whether a request template reads the forward call's own answer (`${result...}`), as opposed to only the
     pre-state captured before it (`${pre_state...}`), which an attempt keeps even when its answer was lost."""
+    return any(expr == "result" or expr.startswith("result.") for expr in _expressions(value))
+
+
+def _expressions(value: Any) -> Iterator[str]:
+    """Every template expression inside a request, whole-value or inside a URL (`.../services/${result.id}`)."""
     for _, text in iter_strings(value, "request"):
-        match = _WHOLE.fullmatch(text)
-        if match and (match["expr"] == "result" or match["expr"].startswith("result.")):
-            return True
-    return False
+        for match in TEMPLATE.finditer(text):
+            yield match["expr"]

@@ -3,6 +3,9 @@
 The `Idempotency-Key` header (`<step id>`, or `<step id>:rollback` for compensation) is what makes retries safe:
 every attempt of the same call carries the same key, so a remote that deduplicates applies it once.
 
+The URL may hold per-segment templates (registry.url_templates) and the body whole-value ones
+(registry.templating); both are rendered before anything is resolved or sent.
+
 Secrets are resolved just before sending and scrubbed from everything that leaves this module (results,
 receipts, messages), because a remote may echo request headers back in its answer.
 """
@@ -20,6 +23,7 @@ from registry.actions.context import InvocationContext
 from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
 from registry.templating import render
+from registry.url_templates import render_url
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # Receipts (what a failing remote said) are kept small: they end up in step errors shown to agents.
@@ -51,12 +55,18 @@ def _shared_client() -> httpx.Client:
 
 
 def call(request: dict[str, Any], ctx: InvocationContext, *, compensation: bool) -> Any:
-    """Send the contract's request for this invocation; return the parsed answer or raise ActionFailure."""
-    method, url = request["method"], request["url"]
+    """Send the contract's request for this invocation; return the parsed answer or raise ActionFailure.
+
+    Every message names the rendered URL (`DELETE .../services/svc_1`), the request target the step's journal
+    keeps; it holds no secret, because secret references are only allowed in headers.
+    """
+    part, scope = ("compensation" if compensation else "forward"), ctx.template_scope()
+    # Templates first: a value that cannot be rendered fails before any secret is resolved or byte sent.
+    method, url = request["method"], render_url(request["url"], scope, f"{part}.url")
+    body = render(request["body"], scope, f"{part}.body") if "body" in request else None
     headers, secrets = _headers(request.get("headers") or {}, ctx)
     content = None
     if "body" in request:
-        body = render(request["body"], ctx.template_scope(), "compensation.body" if compensation else "forward.body")
         content = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
         if not any(name.lower() == "content-type" for name in headers):
             headers["Content-Type"] = "application/json"

@@ -110,14 +110,16 @@ def test_contract_bad_templates_refused(http_contract: dict[str, Any], template:
     assert expected in problem
 
 
-def test_contract_templates_outside_body_refused(http_contract: dict[str, Any]) -> None:
-    # given a template in the URL (only bodies are rendered)
-    http_contract["forward"]["url"] = "http://127.0.0.1:9/${input.id}"
+def test_contract_templates_in_headers_refused(http_contract: dict[str, Any]) -> None:
+    # given a template in a header (bodies and URLs are rendered, headers are not; see test_url_templates.py)
+    http_contract["forward"]["headers"] = {"X-Order": "${input.id}"}
     # when validated
     with pytest.raises(RegistryError) as caught:
         validate_contract(http_contract)
     # then
-    assert caught.value.problems[0].startswith("contract.forward.url: templates are only rendered in body")
+    assert caught.value.problems[0].startswith(
+        "contract.forward.headers.X-Order: templates are rendered in the body and the URL, not in headers"
+    )
 
 
 def test_contract_idempotency_key_header_refused(http_contract: dict[str, Any]) -> None:
