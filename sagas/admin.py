@@ -249,7 +249,8 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
         queue_url = reverse("admin:sagas_saga_approvals")
         if request.method != "POST":
             title = f"{decision.capitalize()} {len(nodes)} node(s)"
-            context = self._context(request, principal, title, nodes=nodes, decision=decision, next=data.get("next"))
+            rows = queues.decisions(nodes)
+            context = self._context(request, principal, title, rows=rows, decision=decision, next=data.get("next"))
             return TemplateResponse(request, "admin/sagas/saga/decide.html", context)
         decided = self._decide(request, principal, nodes, approved=decision == "approve")
         if decided and decision == "approve" and request.POST.get("run_ready"):

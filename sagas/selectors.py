@@ -17,6 +17,7 @@ from governance import policy as governance_policy
 from governance.identity import Principal
 from governance.rbac import authorize
 from sagas import shapes
+from sagas.approval_context import waiting_contexts
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import InvalidInput, saga_not_found
 from sagas.models import Approval, Node, Saga, Step
@@ -172,16 +173,17 @@ def saga_verify_audit(*, actor: Principal, saga_id: object) -> dict[str, Any]:
 
 def saga_timeline(*, actor: Principal, saga_id: object, limit: int | None = 1000) -> dict[str, Any]:
     """Steps, nodes, checkpoint names, approvals and audit events, without inputs, results, contract snapshots or
-    checkpoint data, plus the chain's integrity."""
+    checkpoint data, plus the chain's integrity. A waiting node's approval_context comes without its input preview."""
     authorize(actor, "timeline")
     saga = _tenant_saga(actor, saga_id)
     count = _limit(limit, "limit", 1000, MAX_EVENTS)
-    nodes = saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position")
+    nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))
+    contexts = waiting_contexts(nodes)
     events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")[:count]
     return {
         "saga": shapes.saga_summary(saga, payload=False),
         "steps": [shapes.step_to_dict(s, payload=False) for s in saga.steps.order_by("sequence")],
-        "nodes": [shapes.node_to_dict(n, payload=False) for n in nodes],
+        "nodes": [shapes.node_to_dict(n, payload=False, contexts=contexts) for n in nodes],
         "checkpoints": [shapes.checkpoint_to_dict(c, payload=False) for c in saga.checkpoints.order_by("created_at")],
         "events": [audit_event_to_dict(e) for e in events],
         "integrity": verify_chain(saga.id).as_dict(),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from sagas.approval_context import ApprovalContext, approval_context, pending_of, waiting_contexts
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 
 
@@ -51,10 +54,16 @@ def approval_to_dict(approval: Approval | None) -> dict[str, Any] | None:
         "requested_by": approval.requested_by,
         "decided_at": _ts(approval.decided_at),
         "expires_at": _ts(approval.expires_at),
+        # What the decision binds to: the coordinator runs the node only while both still match.
+        "definition_hash": approval.definition_hash,
+        "input_digest": approval.input_digest,
     }
 
 
-def node_to_dict(node: Node, *, payload: bool = True) -> dict[str, Any]:
+def node_to_dict(
+    node: Node, *, payload: bool = True, contexts: Mapping[uuid.UUID, ApprovalContext] | None = None
+) -> dict[str, Any]:
+    """`contexts` (approval_context.waiting_contexts) saves a lookup per waiting node when shaping many."""
     approvals = list(node.approvals.all())
     out: dict[str, Any] = {
         "id": str(node.id),
@@ -73,10 +82,22 @@ def node_to_dict(node: Node, *, payload: bool = True) -> dict[str, Any]:
         "uncertain_outcome": node.uncertain_outcome,
         "planned_at": _ts(node.planned_at),
         "updated_at": _ts(node.updated_at),
+        "approval_context": _waiting_context(node, approvals, payload, contexts),
     }
     if payload:
         out.update(input=node.input, result=node.result)
     return out
+
+
+def _waiting_context(
+    node: Node, approvals: list[Approval], payload: bool, contexts: Mapping[uuid.UUID, ApprovalContext] | None
+) -> dict[str, Any] | None:
+    """What an approver judges, while the node waits for one (None otherwise)."""
+    pending = pending_of(node, approvals)
+    if pending is None:
+        return None
+    context = contexts.get(pending.id) if contexts is not None else None
+    return (context or approval_context(pending)).as_dict(payload=payload)
 
 
 def checkpoint_to_dict(checkpoint: Checkpoint, *, payload: bool = True) -> dict[str, Any]:
@@ -114,8 +135,9 @@ def saga_to_dict(saga: Saga) -> dict[str, Any]:
     nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))
     checkpoints = list(saga.checkpoints.order_by("created_at"))
     if nodes or checkpoints:
+        contexts = waiting_contexts(nodes)
         out["workflow"] = {
-            "nodes": [node_to_dict(n) for n in nodes],
+            "nodes": [node_to_dict(n, contexts=contexts) for n in nodes],
             "checkpoints": [checkpoint_to_dict(c) for c in checkpoints],
         }
     return out

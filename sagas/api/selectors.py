@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from django.db.models import Q
 from governance.identity import Principal
 from governance.rbac import authorize
 from sagas import shapes
+from sagas.approval_context import ApprovalContext, approval_contexts
 from sagas.errors import InvalidInput
 from sagas.models import Approval
 from sagas.selectors import decode_keyset_cursor, encode_keyset_cursor, pending_approvals
@@ -24,8 +26,9 @@ class ApprovalPage:
 def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None = None) -> ApprovalPage:
     """Nodes of the actor's tenant waiting for a human decision, oldest request first, keyset-paginated.
 
-    Each entry is the node (input included: the approver decides on it) with its saga's id and status, and the
-    pending approval request (who planned it, when it expires).
+    Each entry is the node (input included: the approver decides on it) with its saga's id and status, the
+    pending approval request (who planned it, when it expires), and its approval_context: the input preview, the
+    contract's risk, reversibility and compensation, why approval is required and the input digest it binds to.
     """
     authorize(actor, "list_sagas")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
@@ -42,17 +45,18 @@ def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None 
     rows = list(query.order_by("created_at", "id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return ApprovalPage([_entry(a) for a in rows], next_cursor(rows, more))
+    contexts = approval_contexts(rows)
+    return ApprovalPage([_entry(a, contexts) for a in rows], next_cursor(rows, more))
 
 
 def next_cursor(rows: list[Approval], more: bool) -> str | None:
     return encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
 
 
-def _entry(approval: Approval) -> dict[str, Any]:
+def _entry(approval: Approval, contexts: dict[uuid.UUID, ApprovalContext]) -> dict[str, Any]:
     node = approval.node
     return {
-        **shapes.node_to_dict(node),
+        **shapes.node_to_dict(node, contexts=contexts),
         "saga_id": str(node.saga_id),
         "saga_status": node.saga.status,
         "approval": shapes.approval_to_dict(approval),

@@ -79,9 +79,11 @@ APPROVAL_ITEM = {
         **out.NODE["properties"],
         "saga_id": {"type": "string", "format": "uuid"},
         "saga_status": {"type": "string"},
+        "input": out.ANY_OBJECT,
         "approval": {"type": "object"},
+        "approval_context": out.APPROVAL_CONTEXT,
     },
-    "required": sorted([*out.NODE["required"], "saga_id", "saga_status", "approval"]),
+    "required": sorted([*out.NODE["required"], "saga_id", "saga_status", "approval", "approval_context", "input"]),
 }
 APPROVAL_PAGE = {
     "type": "object",

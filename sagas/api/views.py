@@ -270,7 +270,9 @@ class ApprovalQueue(SagaApiView):
         operation_id="list_approvals",
         tags=[APPROVALS],
         summary="Nodes waiting for approval",
-        description="Your tenant's WAITING_APPROVAL nodes, oldest request first, with their input and saga.",
+        description="Your tenant's WAITING_APPROVAL nodes, oldest request first, with their input and saga, and "
+        "what an approver judges (approval_context): the contract's risk, reversibility and compensation, the rule "
+        "or contract that required the approval, and the input digest the approval binds to.",
         parameters=query_parameters(ApprovalsQuery),
         responses=responses(200, "ApprovalPage", READ_ERRORS),
     )

@@ -1,8 +1,9 @@
 """Console pages that read one saga (detail), the whole tenant (dashboard) and its governance evidence (policy).
 
 Reads only, tenant-scoped by the acting Principal. The saga detail is built on selectors.saga_timeline, so the
-page shows exactly what the payload-free timeline shows agents: no inputs, results, contract snapshots,
-checkpoint data or audit payloads beyond the small evidence fields.
+page shows what the payload-free timeline shows agents: no results, contract snapshots, checkpoint data or audit
+payloads beyond the small evidence fields. The one payload it shows is what an approver judges: each approval
+request's node input, beside the digest the approval binds to (sagas.approval_context).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from governance.identity import Principal
 from governance.models import KillSwitch
 from governance.rbac import authorize
 from sagas import selectors
+from sagas.approval_context import ApprovalContext, approval_contexts
 from sagas.console import dag
 from sagas.console.queues import (
     QueueItem,
@@ -58,7 +60,8 @@ class SagaActions:
 class SagaDetail:
     saga: Saga
     timeline: dict[str, Any]
-    approvals: list[Approval]
+    # Every approval request of the saga, oldest first, with the input it binds to and why it was required.
+    approvals: list[ApprovalContext]
     svg: SafeString
     actions: SagaActions
     # The timeline's node dicts plus `depends_on_labels` (keys where nodes have them: what an operator reads).
@@ -71,6 +74,7 @@ def saga_detail(*, actor: Principal, saga_id: object) -> SagaDetail:
     timeline = selectors.saga_timeline(actor=actor, saga_id=saga_id)
     saga = selectors.saga_get(actor=actor, saga_id=saga_id)
     approvals = list(Approval.objects.filter(node__saga=saga).select_related("node").order_by("created_at", "id"))
+    contexts = approval_contexts(approvals)
     nodes = dag.nodes_from_timeline(timeline["nodes"])
     cases = recovery_cases(actor=actor, saga_id=saga.id)
     labels = {n["id"]: n["key"] or n["id"][:8] for n in timeline["nodes"]}
@@ -78,7 +82,7 @@ def saga_detail(*, actor: Principal, saga_id: object) -> SagaDetail:
     return SagaDetail(
         saga=saga,
         timeline=timeline,
-        approvals=approvals,
+        approvals=[contexts[a.id] for a in approvals],
         svg=dag.render_svg(nodes, label=f"Workflow DAG of saga {saga.id}"),
         actions=saga_actions(saga, timeline),
         nodes=rows,

@@ -17,8 +17,8 @@ from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity import Principal
 from governance.rbac import authorize
-from registry.models import ActionDefinition
 from sagas import selectors
+from sagas.approval_context import ApprovalContext, approval_contexts, pending_of, waiting_contexts
 from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga, Step
@@ -39,10 +39,17 @@ class QueueItem:
 
     node: Node
     approval: Approval
-    risk: str
-    reversibility: str
+    context: ApprovalContext
     planned_by: str
     now: datetime
+
+    @property
+    def risk(self) -> str:
+        return self.context.risk
+
+    @property
+    def reversibility(self) -> str:
+        return self.context.reversibility
 
     @property
     def age(self) -> timedelta:
@@ -51,6 +58,15 @@ class QueueItem:
     @property
     def expired(self) -> bool:
         return self.approval.expires_at is not None and self.approval.expires_at <= self.now
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One node named on the decide page, with its pending request's context (None: not waiting any more, and the
+    coordinator will say so when asked to decide it)."""
+
+    node: Node
+    context: ApprovalContext | None
 
 
 def _pending(actor: Principal) -> QuerySet[Approval]:
@@ -66,36 +82,28 @@ def approval_queue(*, actor: Principal, limit: int = QUEUE_LIMIT) -> list[QueueI
     """WAITING_APPROVAL nodes of the actor's tenant, oldest request first (served by approval_status_created_idx)."""
     authorize(actor, "get")
     approvals = list(_pending(actor).select_related("node", "node__saga").order_by("created_at", "id")[:limit])
-    nodes = [a.node for a in approvals]
-    semantics = _semantics(nodes)
-    planners = _planners(actor, nodes)
+    contexts = approval_contexts(approvals)
+    planners = _planners(actor, [a.node for a in approvals])
     now = timezone.now()
-    items = []
-    for approval in approvals:
-        semantic = semantics.get((approval.node.action, approval.node.action_version), {})
-        items.append(
-            QueueItem(
-                node=approval.node,
-                approval=approval,
-                risk=str(semantic.get("risk", "unknown")),
-                reversibility=str(semantic.get("reversibility", "unknown")),
-                planned_by=planners.get(str(approval.node.id), ""),
-                now=now,
-            )
+    return [
+        QueueItem(
+            node=a.node,
+            approval=a,
+            context=contexts[a.id],
+            planned_by=planners.get(str(a.node.id), ""),
+            now=now,
         )
-    return items
+        for a in approvals
+    ]
 
 
-def _semantics(nodes: list[Node]) -> dict[tuple[str, str], dict[str, Any]]:
-    """`semantic` of each pinned contract (id + version rows are immutable, so the pin names exactly one)."""
-    pairs = {(n.action, n.action_version) for n in nodes}
-    if not pairs:
-        return {}
-    query = Q()
-    for action, version in pairs:
-        query |= Q(action_id=action, version=version)
-    rows = ActionDefinition.objects.filter(query).values_list("action_id", "version", "definition")
-    return {(a, v): dict(d.get("semantic") or {}) for a, v, d in rows}
+def decisions(nodes: list[Node]) -> list[Decision]:
+    """The decide page's rows: each named node (from tenant_nodes) with what its approver judges."""
+    contexts = waiting_contexts(nodes)
+    return [
+        Decision(node, contexts.get(pending.id) if (pending := pending_of(node)) is not None else None)
+        for node in nodes
+    ]
 
 
 def _planners(actor: Principal, nodes: list[Node]) -> dict[str, str]:

@@ -28,6 +28,28 @@ STEP = _obj(
     error={"type": ["object", "null"]},
 )
 APPROVAL = {"type": ["object", "null"]}
+SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+# A waiting node's approval request as an approver judges it (sagas.approval_context); null when not waiting.
+APPROVAL_CONTEXT = _obj(
+    {
+        "approval_id": {"type": "string"},
+        "risk": {"type": "string"},
+        "reversibility": {"type": "string"},
+        "compensation": NULLABLE_STR,
+        "consequence": {"type": "string"},
+        "required_by": {"enum": ["contract", "policy", "caller"]},
+        "policy_rules": {"type": "array", "items": {"type": "string"}},
+        "required_because": {"type": "string"},
+        "input_digest": SHA256,
+        "input_digest_current": {"type": "boolean"},
+        "definition_hash": SHA256,
+    },
+    # Left out of payload-free views (the timeline).
+    input_preview={
+        "type": "array",
+        "items": _obj({"field": {"type": "string"}, "preview": {"type": "string"}, "folded": {"type": "boolean"}}),
+    },
+)
 NODE = _obj(
     {
         "id": {"type": "string"},
@@ -42,6 +64,7 @@ NODE = _obj(
     key=NULLABLE_STR,
     approval=APPROVAL,
     step_id=NULLABLE_STR,
+    approval_context={**APPROVAL_CONTEXT, "type": ["object", "null"]},
 )
 CHECKPOINT = _obj({"id": {"type": "string"}, "name": {"type": "string"}, "created_at": {"type": "string"}})
 SAGA_SUMMARY = _obj(

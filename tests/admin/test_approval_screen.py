@@ -5,9 +5,11 @@ from __future__ import annotations
 from django.test import Client
 
 from governance.identity import Principal
+from sagas import coordinator
 from sagas.models import Approval, Node, Saga
 from sagas.states import ApprovalStatus, NodeStatus, SagaStatus
 from tests.admin.conftest import gated_saga, messages_of
+from tests.approvals import CHARGE_INPUT, LONG_NOTE, context_block, digest_of, plan_charge, text_of
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
 from tests.sagas.helpers import wait_until
@@ -123,3 +125,85 @@ def test_unknown_decision_or_node_answers_404(olga: Client, operator: Principal,
     assert olga.get(DECIDE, {"decision": "maybe", "node": str(node.id)}).status_code == 404
     assert olga.get(DECIDE, {"decision": "approve", "node": "not-a-uuid"}).status_code == 404
     assert olga.get(DECIDE, {"decision": "approve"}).status_code == 404
+
+
+# --- what the approver sees ----------------------------------------------------------------------------------------
+
+
+def test_queue_shows_the_input_its_digest_and_why_approval_is_needed(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a card charge waiting for approval
+    _saga, node = plan_charge(operator, downstream)
+    approval = Approval.objects.get(node=node)
+    # when olga opens the queue
+    block = context_block(olga.get(QUEUE).content.decode(), approval.id)
+    # then the row shows the amount, the currency and the card, and the digest the approval binds to
+    seen = text_of(block)
+    assert "amount 4200" in seen and "currency EUR" in seen and "card tok_visa_4242" in seen
+    assert approval.input_digest == digest_of(CHARGE_INPUT) and digest_of(CHARGE_INPUT) in seen
+    row = text_of(olga.get(QUEUE).content.decode())
+    assert f"compensable — corrected afterwards by POST {downstream.url}/refunds" in row
+    assert "the contract charge@1.0.0 requires approval (execution_policy.approval_required)" in row
+
+
+def test_decide_page_shows_what_is_approved_before_anything_is_decided(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a waiting charge
+    _saga, node = plan_charge(operator, downstream)
+    approval = Approval.objects.get(node=node)
+    # when olga opens the confirmation page
+    html = olga.get(DECIDE, {"decision": "approve", "node": str(node.id)}).content.decode()
+    # then it shows the input, the contract's risk, reversibility and compensation, the reason and the digest
+    seen = text_of(context_block(html, approval.id))
+    assert "amount 4200" in seen and "currency EUR" in seen
+    assert "Risk low" in seen and f"compensable — corrected afterwards by POST {downstream.url}/refunds" in seen
+    assert "Approval required: the contract charge@1.0.0 requires approval" in seen
+    assert f"Binds to input digest {digest_of(CHARGE_INPUT)}" in seen
+    assert Node.objects.get(pk=node.pk).status == NodeStatus.WAITING_APPROVAL
+
+
+def test_long_input_values_are_folded_with_the_whole_value_one_click_away(
+    olga: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a charge with a long note and a nested value
+    _saga, node = plan_charge(operator, downstream, note=LONG_NOTE, tags=["a", "b"])
+    approval = Approval.objects.get(node=node)
+    # when the confirmation page is rendered
+    block = context_block(olga.get(DECIDE, {"decision": "approve", "node": str(node.id)}).content.decode(), approval.id)
+    # then the note is folded: a one-line preview in the summary, the whole text inside the details
+    folded = block[block.index("<dt>note</dt>") :]
+    folded = folded[: folded.index("</dd>")]
+    assert "<details>" in folded and "…</summary>" in folded and "END-OF-NOTE</pre>" in folded
+    summary = folded[folded.index("<summary") : folded.index("</summary>")]
+    assert "END-OF-NOTE" not in summary
+    # and short values stay unfolded
+    amount = block[block.index("<dt>amount</dt>") :]
+    assert "<details>" not in amount[: amount.index("</dd>")]
+    assert '["a", "b"]' in text_of(block).replace("&quot;", '"')
+
+
+def test_decide_page_says_when_a_named_node_no_longer_waits(
+    olga: Client, operator: Principal, approver: Principal, downstream: RecordingHTTPServer
+):
+    saga, node = plan_charge(operator, downstream)
+    coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id)
+    html = olga.get(DECIDE, {"decision": "approve", "node": str(node.id)}).content.decode()
+    assert "Not waiting for approval: deciding it will be refused." in html and "approval-context-" not in html
+
+
+def test_saga_detail_shows_each_approvals_input_reason_and_digest(
+    olga: Client, operator: Principal, approver: Principal, downstream: RecordingHTTPServer
+):
+    # given a charge that was approved
+    saga, node = plan_charge(operator, downstream)
+    coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id, reason="phoned the customer")
+    approval = Approval.objects.get(node=node)
+    # when the saga's detail page is opened
+    html = olga.get(f"/admin/sagas/saga/{saga.id}/detail/").content.decode()
+    # then its approvals section shows what was approved: input, contract facts, reason and digest
+    seen = text_of(context_block(html, approval.id))
+    assert "amount 4200" in seen and "currency EUR" in seen
+    assert "the contract charge@1.0.0 requires approval" in seen and digest_of(CHARGE_INPUT) in seen
+    assert "phoned the customer" in text_of(html[html.index('id="saga-approvals"') :])

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import jsonschema
 from rest_framework.test import APIClient
 
 from sagas import coordinator
+from sagas.api.serializers import APPROVAL_PAGE
 from tests.api.conftest import ALICE, API, MALLORY, ok, principal, refused
+from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
 
@@ -101,3 +104,27 @@ def test_retry_of_an_uncertain_node_needs_force(alice: APIClient, downstream: Re
     # when retried without force, then with it
     refused(alice.post(f"{API}/sagas/{saga_id}/nodes/{node_id}/retry/"), 409, "UNCERTAIN_OUTCOME")
     assert ok(alice.post(f"{API}/sagas/{saga_id}/nodes/{node_id}/retry/", {"force": True}))["status"] == "READY"
+
+
+def test_queue_entry_carries_what_the_approver_judges(alice: APIClient, downstream: RecordingHTTPServer):
+    # given a card charge with a long note, waiting for approval
+    _saga, node = plan_charge(principal(ALICE), downstream, note=LONG_NOTE)
+    # when the queue is read
+    page = ok(alice.get(f"{API}/approvals/"))
+    # then the entry conforms to the published component and carries the input, the contract's facts, the reason
+    # and the digest the approval binds to
+    jsonschema.validate(page, APPROVAL_PAGE)
+    entry = page["approvals"][0]
+    context = entry["approval_context"]
+    assert entry["input"] == {**CHARGE_INPUT, "note": LONG_NOTE}
+    assert (context["risk"], context["reversibility"]) == ("low", "compensable")
+    assert context["compensation"] == f"POST {downstream.url}/refunds"
+    assert context["consequence"] == f"compensable — corrected afterwards by POST {downstream.url}/refunds"
+    assert context["required_by"] == "contract" and "charge@1.0.0 requires approval" in context["required_because"]
+    assert context["input_digest"] == digest_of(entry["input"]) == entry["approval"]["input_digest"]
+    assert context["input_digest_current"] is True and context["definition_hash"] == entry["action_definition_hash"]
+    # and long values come as a folded preview beside the whole value
+    preview = {p["field"]: p for p in context["input_preview"]}
+    assert preview["amount"] == {"field": "amount", "preview": "4200", "folded": False}
+    assert preview["note"]["folded"] is True and preview["note"]["preview"].endswith("…")
+    assert len(preview["note"]["preview"]) < len(LONG_NOTE) and str(node.id) == entry["id"]
