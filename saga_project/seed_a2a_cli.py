@@ -13,6 +13,9 @@ import sys
 from urllib.parse import urlsplit
 
 from saga_project import seed_cli
+from saga_project.cli import exit_on_misconfiguration
+
+PROGRAM = "semantic-saga-a2a"
 
 DEFAULT_PORT = 8100  # the seed README's A2A port
 HTTP_TRANSPORT = "streamable-http"
@@ -22,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     """semantic-saga-mcp's flags (storage, registry, policy, worker id, hosts, ...) plus the A2A ones: one list, so
     the two commands never drift apart."""
     parser = seed_cli._parser()
-    parser.prog = "semantic-saga-a2a"
+    parser.prog = PROGRAM
     parser.description = (
         "Semantic Saga as an A2A 1.0 peer (semantic-saga-a2a compatible flags). Default: SQLite file, "
         f"127.0.0.1:{DEFAULT_PORT}."
@@ -81,10 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("semantic-saga-a2a: A2A is served over HTTP only; for MCP over stdio run semantic-saga-mcp.")
     os.environ.update(_a2a_environment(args))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
-    from django.core.management import execute_from_command_line
-
-    execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0"])
-    execute_from_command_line(["semantic-saga", "serve", "--host", args.host, "--port", str(args.port)])
+    serve = ["serve", "--host", args.host, "--port", str(args.port)]
+    exit_on_misconfiguration(PROGRAM, lambda: seed_cli.migrate_and_serve(PROGRAM, serve))
 
 
 if __name__ == "__main__":

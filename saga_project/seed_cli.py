@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
+
+from saga_project.cli import exit_on_misconfiguration
+
+PROGRAM = "semantic-saga-mcp"
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="semantic-saga-mcp",
+        prog=PROGRAM,
         description="Semantic Saga MCP server (semantic-saga-mcp compatible flags). Default: stdio, SQLite file.",
     )
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
@@ -65,13 +70,20 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     os.environ.update(_environment(args))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
+    serve = ["mcp"] if args.transport == "stdio" else ["serve", "--host", args.host, "--port", str(args.port)]
+    exit_on_misconfiguration(PROGRAM, lambda: migrate_and_serve(PROGRAM, serve))
+
+
+def migrate_and_serve(program: str, command: list[str]) -> None:
+    """Check the configuration first (a bad flag or file must not leave a fresh database behind), migrate, serve."""
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0"])
-    if args.transport == "stdio":
-        execute_from_command_line(["semantic-saga", "mcp"])
-    else:
-        execute_from_command_line(["semantic-saga", "serve", "--host", args.host, "--port", str(args.port)])
+    from saga_project.checks import configuration_report
+
+    if report := configuration_report(program):
+        sys.exit(report)
+    execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0", "--skip-checks"])
+    execute_from_command_line(["semantic-saga", *command])
 
 
 if __name__ == "__main__":

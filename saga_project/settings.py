@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import environ
 from django.core.exceptions import ImproperlyConfigured
+
+from saga_project.environment import SettingsEnv, load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-env = environ.Env()
+env = SettingsEnv()
 # A local .env (written by `make run` with a generated SECRET_KEY) is read when present; real environment
-# variables win over it.
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+# variables win over it. Relative paths in it are relative to BASE_DIR, wherever the process starts.
+load_dotenv(BASE_DIR / ".env")
 
 # --- core -------------------------------------------------------------------------------------------------------
 
@@ -50,6 +51,8 @@ INSTALLED_APPS = [
     "registry",
     "governance",
     "sagas",
+    # The project itself (no models): registers the project-wide start-up checks (saga_project.checks).
+    "saga_project.apps.ProjectConfig",
 ]
 
 MIDDLEWARE = [
@@ -163,8 +166,17 @@ if SAGA_AUTH_MODE not in ("none", "static", "jwt"):
     raise ImproperlyConfigured(f"SAGA_AUTH_MODE must be none, static or jwt (got {SAGA_AUTH_MODE!r}).")
 if SAGA_AUTH_MODE == "static" and not SAGA_AUTH_STATIC_TOKENS:
     raise ImproperlyConfigured("SAGA_AUTH_MODE=static needs SAGA_AUTH_STATIC_TOKENS=<path to the token file>.")
-if SAGA_AUTH_MODE == "jwt" and not (SAGA_JWT_ISSUER and SAGA_JWT_AUDIENCE and SAGA_JWT_JWKS_URL):
-    raise ImproperlyConfigured("SAGA_AUTH_MODE=jwt needs SAGA_JWT_ISSUER, SAGA_JWT_AUDIENCE and SAGA_JWT_JWKS_URL.")
+_jwt_required = {
+    "SAGA_JWT_ISSUER": SAGA_JWT_ISSUER,
+    "SAGA_JWT_AUDIENCE": SAGA_JWT_AUDIENCE,
+    "SAGA_JWT_JWKS_URL": SAGA_JWT_JWKS_URL,
+}
+if SAGA_AUTH_MODE == "jwt" and (_jwt_missing := [name for name, value in _jwt_required.items() if not value]):
+    raise ImproperlyConfigured(
+        f"SAGA_AUTH_MODE=jwt needs SAGA_JWT_ISSUER, SAGA_JWT_AUDIENCE and SAGA_JWT_JWKS_URL; {', '.join(_jwt_missing)} "
+        "not set. Set them to your identity provider's issuer, this server's audience and the issuer's JWKS URL "
+        "(docs/identity.md)."
+    )
 _weak = [a for a in SAGA_JWT_ALGORITHMS if a.lower() == "none" or a.upper().startswith("HS")]
 if _weak:
     raise ImproperlyConfigured(

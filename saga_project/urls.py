@@ -3,9 +3,10 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
-from saga_project.views import healthz, protected_resource_metadata
+from saga_project.views import healthz, landing, protected_resource_metadata
 
 urlpatterns = [
+    path("", landing, name="landing"),
     path("healthz", healthz, name="healthz"),
     path(
         ".well-known/oauth-protected-resource/mcp",

@@ -1,7 +1,53 @@
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    path: str
+    description: str
+
+
+# What a served instance offers, in the order a new user needs it (the landing page and its JSON index).
+ENDPOINTS = (
+    Endpoint("console", "/admin/", "Operator console: approval queue, recovery, sagas with their workflow DAG"),
+    Endpoint("mcp", "/mcp", "MCP over Streamable HTTP: point an MCP client (Claude, an agent SDK) here"),
+    Endpoint("a2a", "/a2a", "A2A 1.0 JSON-RPC for peer agents"),
+    Endpoint("agent_card", "/.well-known/agent-card.json", "The public A2A agent card: skills and how to call them"),
+    Endpoint("rest_api", "/api/v1/docs/", "REST API for scripts and services (Swagger UI; schema at /api/v1/schema/)"),
+    Endpoint("health", "/healthz", "Liveness with a database round trip"),
+)
+CREATE_OPERATOR_COMMAND = ".venv/bin/semantic-saga createsuperuser"
+
+
+@require_safe
+def landing(request: HttpRequest) -> HttpResponse:
+    """`GET /`: a short page naming every surface for a browser, the same as a JSON index for a JSON client."""
+    needs_operator = not get_user_model().objects.filter(is_superuser=True).exists()
+    if request.get_preferred_type(["text/html", "application/json"]) == "application/json":
+        return JsonResponse(_index(needs_operator))
+    context = {"endpoints": ENDPOINTS, "auth_mode": settings.SAGA_AUTH_MODE, "needs_operator": needs_operator}
+    return render(request, "landing.html", {**context, "create_operator": CREATE_OPERATOR_COMMAND})
+
+
+def _index(needs_operator: bool) -> dict[str, object]:
+    base = settings.SAGA_PUBLIC_URL.rstrip("/")
+    return {
+        "service": "Semantic Saga",
+        "auth_mode": settings.SAGA_AUTH_MODE,
+        "endpoints": {e.name: {"path": e.path, "url": base + e.path, "description": e.description} for e in ENDPOINTS},
+        # First run: the console needs an account before anyone can log in.
+        "create_operator": CREATE_OPERATOR_COMMAND if needs_operator else None,
+    }
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

@@ -80,6 +80,12 @@ def test_serve_answers_health_with_the_database(served: tuple[str, dict[str, str
     assert answer.json() == {"status": "ok", "database": "sqlite"}
 
 
+def test_serve_answers_the_root_with_the_landing_page(served: tuple[str, dict[str, str]]):
+    base, _ = served
+    answer = httpx.get(f"{base}/", timeout=5)
+    assert answer.status_code == 200 and "/.well-known/agent-card.json" in answer.text
+
+
 def test_serve_renders_the_admin_login(served: tuple[str, dict[str, str]]):
     base, _ = served
     answer = httpx.get(f"{base}/admin/login/", timeout=5)

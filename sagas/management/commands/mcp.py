@@ -11,26 +11,23 @@ from typing import Any
 
 import anyio
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 from mcp.server.stdio import stdio_server
 
 from governance.identity import local_principal
 from sagas.dispatch import uses_celery
-from sagas.management.commands.serve import pending_migrations
+from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.mcp import build_server
 from sagas.sweeper import EmbeddedSweeper
 
 
 class Command(BaseCommand):
     help = "Serve MCP over stdio as the local operator (admin of SAGA_DEFAULT_TENANT). Loads SAGA_ACTIONS_FILE."
+    # The system checks run in handle, reported as one start-up message on stderr (stdout is the protocol).
+    requires_system_checks: list[str] = []
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if count := pending_migrations():
-            raise CommandError(f"The database has {count} unapplied migration(s). Run `semantic-saga migrate` first.")
-        if settings.SAGA_ACTIONS_FILE:
-            from registry.services import registry_load_file
-
-            registry_load_file(settings.SAGA_ACTIONS_FILE)
+        refuse_to_start_unless_ready("semantic-saga mcp")
         principal = local_principal(protocol="stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
         server = build_server(lambda: principal)
         sweeper = None if uses_celery() else EmbeddedSweeper().start()

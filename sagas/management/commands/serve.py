@@ -11,10 +11,29 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from registry.errors import RegistryError
+from saga_project.checks import configuration_report
+
 
 def pending_migrations() -> int:
     executor = MigrationExecutor(connection)
     return len(executor.migration_plan(executor.loader.graph.leaf_nodes()))
+
+
+def refuse_to_start_unless_ready(program: str) -> None:
+    """What every serving command checks before it accepts work: the configuration (system checks, one message
+    naming each bad setting and its fix), the schema, then the SAGA_ACTIONS_FILE registry loaded into it."""
+    if report := configuration_report(program):
+        raise CommandError(report)
+    if count := pending_migrations():
+        raise CommandError(f"The database has {count} unapplied migration(s). Run `semantic-saga migrate` first.")
+    if settings.SAGA_ACTIONS_FILE:
+        from registry.services import registry_load_file
+
+        try:
+            registry_load_file(settings.SAGA_ACTIONS_FILE)
+        except RegistryError as exc:  # e.g. a changed contract under an id+version the database already holds
+            raise CommandError(f"SAGA_ACTIONS_FILE could not be loaded: {exc.message}") from None
 
 
 def _is_loopback(host: str) -> bool:
@@ -30,6 +49,8 @@ class Command(BaseCommand):
     help = (
         "Serve Semantic Saga (MCP, A2A, admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
     )
+    # The system checks run in handle, reported as one start-up message instead of Django's check listing.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1).")
@@ -37,8 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if count := pending_migrations():
-            raise CommandError(f"The database has {count} unapplied migration(s). Run `semantic-saga migrate` first.")
+        refuse_to_start_unless_ready("semantic-saga serve")
         host, port = options["host"], options["port"]
         if not _is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
             raise CommandError(
@@ -47,7 +67,10 @@ class Command(BaseCommand):
                 "SAGA_ALLOW_UNAUTHENTICATED=true if a trusted proxy in front authenticates every request."
             )
         where = "loopback only" if _is_loopback(host) else "reachable from the network"
-        self.stdout.write(f"Semantic Saga on http://{host}:{port}/ ({where}); admin at /admin/, health at /healthz")
+        self.stdout.write(
+            f"Semantic Saga on http://{host}:{port}/ ({where}): MCP at /mcp, A2A at /a2a, REST at /api/v1/, "
+            "admin at /admin/, health at /healthz"
+        )
         uvicorn.run(
             "saga_project.asgi:application", host=host, port=port, lifespan="on", log_level=options["log_level"]
         )

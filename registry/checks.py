@@ -1,0 +1,43 @@
+"""System check for SAGA_ACTIONS_FILE: the registry file `serve` and `mcp` load at start-up exists and is valid.
+
+Registered in RegistryConfig.ready; `semantic-saga check` reports it and the serving commands refuse to start on
+it (saga_project.checks.require_valid_configuration). The file is read and validated exactly as
+`registry_load_file` reads it, without writing anything: version conflicts with rows already in the database are
+found when the file is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, register
+
+from registry.contracts import validate_registry_document
+from registry.errors import RegistryError
+
+# The one reader of registry files (duplicate keys and NaN refused, errors naming line and column).
+from registry.services import _read_document
+
+# `semantic-saga check --tag saga` runs only Semantic Saga's own checks.
+TAG = "saga"
+
+
+@register(TAG)
+def actions_file_check(**kwargs: Any) -> list[CheckMessage]:
+    path = settings.SAGA_ACTIONS_FILE
+    if not path:
+        return []
+    try:
+        validate_registry_document(_read_document(os.path.abspath(path)))
+    except RegistryError as exc:
+        return [
+            Error(
+                f"SAGA_ACTIONS_FILE: {exc.message}",
+                hint="Correct the file (docs/action_registry.schema.json describes it; `semantic-saga load_actions "
+                "FILE` reports the same problems), point SAGA_ACTIONS_FILE at another file, or unset it.",
+                id="saga.E030",
+            )
+        ]
+    return []
