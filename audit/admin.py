@@ -1,8 +1,10 @@
 """Audit evidence is read-only everywhere: add, change and delete are denied.
 
-Events are listed for the operator's tenant only (the denormalized `tenant_id` column), searched on the other
-denormalized columns, and filtered by event type and by saga id, the correlation id that ties a saga's chain
-together. This module imports no saga code: the audit app stays below the others.
+Events are listed for the operator's tenant only (the denormalized `tenant_id` column), plus the deployment's
+control-plane chain (registry and policy changes, which apply to every tenant and are no one tenant's), searched
+on the other denormalized columns, and filtered by event type, by chain kind (saga or control plane) and by
+chain id (a saga's id, or a control-plane chain's). This module imports no saga code: the audit app stays below
+the others.
 """
 
 from __future__ import annotations
@@ -11,13 +13,15 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
+from audit import control_plane
 from audit.models import AuditEvent, EventType
-from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
+from governance.operators import principal_for_user
+from saga_project.admin_mixins import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[AuditEvent]
@@ -38,10 +42,28 @@ class EventTypeFilter(admin.SimpleListFilter):
         return queryset.filter(event_type=self.value()) if self.value() else queryset
 
 
-class SagaFilter(admin.SimpleListFilter):
-    """One saga's chain (?saga_id=<uuid>), linked from each row and from the saga's console page."""
+class ChainKindFilter(admin.SimpleListFilter):
+    """Saga chains or control-plane chains (operator changes: kill switch, action contracts, policy revision)."""
 
-    title = "saga"
+    title = "chain kind"
+    parameter_name = "chain_kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("saga", "saga"), ("control-plane", "control plane")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        # By type, which the (tenant_id, event_type) index serves: only control-plane chains hold these types.
+        if self.value() == "control-plane":
+            return queryset.filter(event_type__in=control_plane.EVENT_TYPES)
+        if self.value() == "saga":
+            return queryset.exclude(event_type__in=control_plane.EVENT_TYPES)
+        return queryset
+
+
+class SagaFilter(admin.SimpleListFilter):
+    """One chain (?saga_id=<uuid>), linked from each row and from the saga's console page."""
+
+    title = "chain"
     parameter_name = "saga_id"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -59,9 +81,9 @@ class SagaFilter(admin.SimpleListFilter):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _ModelAdmin):
+class AuditEventAdmin(ReadOnlyAdminMixin, _ModelAdmin):
     list_display = ("saga_link", "sequence", "event_type", "actor_principal_id", "action", "status", "created_at_text")
-    list_filter = (EventTypeFilter, SagaFilter)
+    list_filter = (EventTypeFilter, ChainKindFilter, SagaFilter)
     search_fields = ("=saga_id", "=node_id", "=step_id", "=trace_id", "actor_principal_id", "action")
     # Chain order, served by the (saga_id, sequence) unique index; filter by saga for one chain.
     ordering = ("saga_id", "sequence")
@@ -70,6 +92,7 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _ModelAdmin):
     show_facets = admin.ShowFacets.NEVER
     fields = (
         "saga_id",
+        "chain_kind",
         "sequence",
         "event_type",
         "created_at_text",
@@ -88,9 +111,31 @@ class AuditEventAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _ModelAdmin):
     )
     readonly_fields = fields
 
-    @admin.display(description="saga", ordering="saga_id")
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEvent]:
+        principal = principal_for_user(request.user)
+        queryset = super().get_queryset(request)
+        if principal is None:
+            return queryset.none()
+        deployment = control_plane.chain_id(control_plane.SYSTEM_TENANT)
+        return queryset.filter(Q(tenant_id=principal.tenant_id) | Q(saga_id=deployment))
+
+    @admin.display(description="chain kind")
+    def chain_kind(self, obj: AuditEvent) -> str:
+        if not control_plane.is_control_plane(obj.saga_id, obj.tenant_id):
+            return "saga"
+        return "control plane (deployment)" if obj.tenant_id == control_plane.SYSTEM_TENANT else "control plane"
+
+    @admin.display(description="chain", ordering="saga_id")
     def saga_link(self, obj: AuditEvent) -> str:
         url = f"{reverse('admin:audit_auditevent_changelist')}?saga_id={obj.saga_id}"
+        if control_plane.is_control_plane(obj.saga_id, obj.tenant_id):
+            label = "deployment" if obj.tenant_id == control_plane.SYSTEM_TENANT else f"tenant {obj.tenant_id}"
+            return format_html(
+                '<a href="{}" title="{}" style="white-space:nowrap" class="control-plane">control plane: {}</a>',
+                url,
+                obj.saga_id,
+                label,
+            )
         return format_html(
             '<a href="{}" title="this saga\'s events" style="white-space:nowrap" class="mono">{}</a>', url, obj.saga_id
         )

@@ -7,6 +7,12 @@ hashed, so a database that re-renders timestamps cannot break verification.
 `data` is small and payload-free by contract: never action inputs or results, HTTP bodies, secrets, checkpoint data
 or approval reason text. Shapes per type: STEP_* {attempt, error_code?}, NODE_* {key?, depends_on?},
 APPROVAL_* {approval_id, requested_by?}, CHECKPOINT_CREATED {checkpoint_id, name}, SAGA_* / ROLLBACK_* {counts}.
+
+Operator changes (kill switch, action contracts, policy revision) are chained the same way in one control-plane
+chain per tenant (`audit.control_plane`): `saga_id` then holds the chain id uuid5(CONTROL_PLANE_NAMESPACE, tenant),
+and `ControlPlaneChain` is the row its appends lock. Shapes: KILL_SWITCH_* {scope, saga_id?, switch_id, ...},
+ACTION_* {definition_hash, kind, previous?, file?}, POLICY_REVISION_CHANGED {backend, revision, policy_sha256,
+previous}.
 """
 
 from __future__ import annotations
@@ -96,3 +102,27 @@ class EventType(models.TextChoices):
     # Preview sagas: a step evaluated without its side effect, and a preview promoted to a real saga.
     STEP_DRY = "STEP_DRY"
     SAGA_PROMOTED = "SAGA_PROMOTED"
+    # Control-plane chains (audit.control_plane): operator changes, not saga work.
+    KILL_SWITCH_ENGAGED = "KILL_SWITCH_ENGAGED"
+    KILL_SWITCH_RELEASED = "KILL_SWITCH_RELEASED"
+    ACTION_REGISTERED = "ACTION_REGISTERED"
+    ACTION_ACTIVATED = "ACTION_ACTIVATED"
+    ACTION_DEACTIVATED = "ACTION_DEACTIVATED"
+    POLICY_REVISION_CHANGED = "POLICY_REVISION_CHANGED"
+
+
+class ControlPlaneChain(models.Model):
+    """The head of one tenant's control-plane chain: the row an append locks, and a second copy of the head.
+
+    Appends lock it (SELECT ... FOR NO KEY UPDATE), which serializes a tenant's operator changes the way the saga
+    row serializes a saga's events. The stored head also lets `verify_audit` see the newest rows deleted, which a
+    chain alone cannot show.
+    """
+
+    chain_id = models.UUIDField(primary_key=True, editable=False)
+    tenant_id = models.CharField(max_length=200, unique=True)
+    head_sequence = models.PositiveBigIntegerField(default=0)
+    head_hash = models.CharField(max_length=64, null=True, blank=True)  # noqa: DJ001 - null: no event yet
+
+    def __str__(self) -> str:
+        return f"control plane {self.tenant_id} (head {self.head_sequence})"

@@ -5,18 +5,27 @@ Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgradi
 evaluated in-process; governance.policy_rego). The coordinator calls `evaluate` at plan, execute,
 run (per saga and again per node right before its side effect), approve, retry and commit, and audits every
 decision; rollback and rejection are never subject to business policy.
+
+A reload that changes the policy in force is recorded in the deployment's control-plane audit chain
+(governance.policy_revision), once per change whatever the number of processes.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
+from django.db import DatabaseError, transaction
 
+from governance import policy_revision
 from governance.policy_engine import Decision, JsonPolicy, PolicyInput
 from governance.policy_rego import OpaPolicy, RegoPolicy
+
+logger = logging.getLogger(__name__)
 
 PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 
@@ -25,12 +34,15 @@ DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {"key": None, "engine": None}
+# The engine key whose revision this process has seen recorded in the audit chain (nothing to check until it moves).
+_recorded: dict[str, Any] = {"key": None}
 
 
 def engine() -> PolicyBackend | None:
     """The configured policy, reloaded when its file or settings change (an edited policy applies at once)."""
     mode = settings.SAGA_POLICY_MODE
     if mode == BACKEND_NONE:
+        _note_revision((BACKEND_NONE,), None)
         return None
     path = settings.SAGA_POLICY_FILE
     stamp = os.stat(path).st_mtime_ns if mode in ("json", "rego") else None
@@ -40,7 +52,29 @@ def engine() -> PolicyBackend | None:
             _loaded["engine"] = _build(mode, path)
             _loaded["key"] = key
         found: PolicyBackend = _loaded["engine"]
-        return found
+    _note_revision(key, found)
+    return found
+
+
+def _note_revision(key: tuple[Any, ...], policy: PolicyBackend | None) -> None:
+    """Make sure the policy now in force is the newest revision in the audit chain (once per process and change).
+
+    Inside a transaction the check waits for its commit: a policy decision's transaction stays as it was (no
+    extra query, no lock on the deployment chain), and a rollback cannot take the evidence with it (the next call
+    tries again). A database that cannot answer (not migrated yet, an async context) is retried at the next call.
+    """
+    if _recorded["key"] == key:
+        return
+    if transaction.get_connection().in_atomic_block:
+        transaction.on_commit(lambda: _note_revision(key, policy), robust=True)
+        return
+    try:
+        with transaction.atomic():
+            policy_revision.record_if_changed(policy_revision.state_of(policy))
+    except (DatabaseError, SynchronousOnlyOperation) as exc:
+        logger.warning("The policy revision in force could not be recorded yet (%s); retrying at the next use.", exc)
+        return
+    _recorded["key"] = key
 
 
 def _build(mode: str, path: str) -> PolicyBackend:

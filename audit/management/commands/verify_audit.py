@@ -1,4 +1,5 @@
-"""`semantic-saga verify_audit`: recompute every saga's hash chain (or some) and report the first broken event."""
+"""`semantic-saga verify_audit`: recompute every hash chain (each saga's and each tenant's control-plane chain, or
+some of them) and report the first broken event of each."""
 
 from __future__ import annotations
 
@@ -10,26 +11,29 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from audit.verification import ChainReport, VerificationRun, compare, events_for, verify
+from audit.verification import CONTROL_PLANE_CHAIN, SAGA_CHAIN, ChainReport, VerificationRun, compare, verify_scope
 
 
 class Command(BaseCommand):
     help = (
-        "Verify the audit hash chain of every saga (or --saga / --tenant / --since): detects modified, deleted, "
-        "reordered and unlinked events, and with --against an earlier manifest, truncation. Exits 1 if any chain "
-        "is broken."
+        "Verify the audit hash chain of every saga and every tenant's control-plane chain (operator changes), or "
+        "those of --saga / --tenant / --since: detects modified, deleted, reordered and unlinked events, a "
+        "control-plane chain's deleted newest events, and with --against an earlier manifest, truncation. Exits 1 "
+        "if any chain is broken."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--saga", help="Only this saga id.")
-        parser.add_argument("--tenant", help="Only this tenant's sagas.")
+        parser.add_argument("--saga", help="Only this saga id (or control-plane chain id).")
+        parser.add_argument(
+            "--tenant", help="Only this tenant's sagas and control-plane chain ('*': the deployment's own chain)."
+        )
         parser.add_argument("--since", type=datetime.fromisoformat, help="Only sagas with events since (ISO 8601).")
         parser.add_argument("--against", type=Path, help="An earlier manifest from export_audit: detect truncation.")
         parser.add_argument("--json", action="store_true", help="Print one JSON document instead of a table.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        query = events_for(saga=options["saga"], tenant=options["tenant"], since=options["since"])
-        run = verify(query, progress=self._progress if sys.stderr.isatty() and not options["json"] else None)
+        progress = self._progress if sys.stderr.isatty() and not options["json"] else None
+        run = verify_scope(saga=options["saga"], tenant=options["tenant"], since=options["since"], progress=progress)
         try:
             truncated = compare(run, self._manifest(options["against"])) if options["against"] else []
         except ValueError as exc:
@@ -57,7 +61,8 @@ class Command(BaseCommand):
     def _document(run: VerificationRun, broken: list[ChainReport]) -> dict[str, Any]:
         return {
             "valid": not broken,
-            "sagas_checked": len(run.chains),
+            "sagas_checked": run.count(SAGA_CHAIN),
+            "control_plane_chains_checked": run.count(CONTROL_PLANE_CHAIN),
             "events_checked": run.events,
             "broken": [c.as_dict() for c in broken],
         }
@@ -65,13 +70,14 @@ class Command(BaseCommand):
     def _table(self, run: VerificationRun, broken: list[ChainReport]) -> None:
         if sys.stderr.isatty():
             self.stderr.write("")
-        self.stdout.write(f"{'sagas checked':<16}{len(run.chains)}")
+        self.stdout.write(f"{'sagas checked':<16}{run.count(SAGA_CHAIN)}")
+        self.stdout.write(f"{'control chains':<16}{run.count(CONTROL_PLANE_CHAIN)}")
         self.stdout.write(f"{'events checked':<16}{run.events}")
         self.stdout.write(f"{'broken chains':<16}{len(broken)}")
         for chain in broken:
+            name = f"saga {chain.saga_id}" if chain.kind == SAGA_CHAIN else f"control-plane chain {chain.saga_id}"
             self.stdout.write(
-                f"BROKEN saga {chain.saga_id} (tenant {chain.tenant_id}) at sequence {chain.failed_sequence}: "
-                f"{chain.reason}"
+                f"BROKEN {name} (tenant {chain.tenant_id}) at sequence {chain.failed_sequence}: {chain.reason}"
             )
         if not broken:
             self.stdout.write("all chains verify")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from governance.identity import local_principal
+from audit.control_plane import cli_actor
+from governance.identity import Principal, local_principal
 from governance.kill_switch import engaged, kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch
 
@@ -25,7 +27,7 @@ class Command(BaseCommand):
         parser.add_argument("--reason", default="", help="Why (required to engage; shown to every refused caller).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        actor = local_principal(protocol="cli", tenant_id=options["tenant"])
+        actor = self._actor(options["tenant"])
         saga_id = self._saga(options["saga"])
         if options["action"] == "engage":
             if not options["reason"]:
@@ -40,6 +42,17 @@ class Command(BaseCommand):
             others = KillSwitch.objects.filter(tenant_id=options["tenant"]).count()
             self.stdout.write(f"engaged: {current} ({current.reason})" if current else "not engaged")
             self.stdout.write(f"switches in tenant {options['tenant']}: {others}")
+
+    @staticmethod
+    def _actor(tenant_id: str) -> Principal:
+        """The local operator, named by the OS account that ran the command: `engaged_by` and the control-plane
+        chain say who did it (cli:<user>), not just that someone at a shell did."""
+        shell = cli_actor()
+        return replace(
+            local_principal(protocol="cli", tenant_id=tenant_id),
+            principal_id=shell.principal_id,
+            principal_type=shell.principal_type,
+        )
 
     @staticmethod
     def _saga(value: str | None) -> uuid.UUID | None:

@@ -1,4 +1,8 @@
-"""`load_actions FILE`: validate a registry file and register its contracts (all or nothing, idempotent)."""
+"""`load_actions FILE`: validate a registry file and register its contracts (all or nothing, idempotent).
+
+Each change is recorded in the deployment's control-plane audit chain with the OS account that ran the command
+(`cli:<user>`) as its actor; a load that changes nothing records nothing.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from audit.control_plane import cli_actor
 from registry.errors import RegistryError
 from registry.services import registry_load_file
 
@@ -27,7 +32,7 @@ class Command(BaseCommand):
         if not path:
             raise CommandError("No registry file given: pass FILE or set SAGA_ACTIONS_FILE.")
         try:
-            report = registry_load_file(path)
+            report = registry_load_file(path, actor=cli_actor())
         except RegistryError as exc:
             raise CommandError(f"{exc.code}: {exc.message}") from exc
         self.stdout.write(report.summary())
