@@ -207,7 +207,8 @@ def test_a_policy_revision_change_is_recorded_once_whatever_the_number_of_proces
     ]
     first, second = (e.data for e in events)
     assert first["previous"] is None and first["file"] == str(path) and len(first["policy_sha256"]) == 64
-    assert second["previous"] == {"backend": "json", "revision": "2026-12-01.1", "policy_sha256": first["policy_sha256"]}
+    previous = {"backend": "json", "revision": "2026-12-01.1", "policy_sha256": first["policy_sha256"]}
+    assert second["previous"] == previous
     assert events[0].actor_type == "process"
     # and switching the policy off is a change too
     settings.SAGA_POLICY_MODE = "none"
