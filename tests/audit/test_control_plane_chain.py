@@ -57,6 +57,15 @@ def verify(*args: str) -> tuple[int, str]:
     return 0, out.getvalue()
 
 
+def _operator_client(username: str, tenant: str, role: str = "viewer") -> Client:
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="audit", codename__startswith="view_"))
+    OperatorProfile.objects.create(user=user, tenant_id=tenant, role=role)
+    client = Client()
+    assert client.login(username=username, password="pw")
+    return client
+
+
 def registry_file(path: Path, *contracts: dict[str, Any]) -> str:
     path.write_text(json.dumps({"schema_version": 1, "actions": list(contracts)}), encoding="utf-8")
     return str(path)
@@ -72,6 +81,13 @@ def load(path: str) -> str:
     out = io.StringIO()
     call_command("load_actions", path, stdout=out)
     return out.getvalue()
+
+
+def test_chain_ids_match_the_documented_vector():
+    # docs/audit_hash.md: anyone recomputes a tenant's chain id from the fixed namespace
+    assert control_plane.chain_id("acme") == uuid.UUID("437543c5-7098-58f8-8812-2e48233be637")
+    assert control_plane.is_control_plane("437543c5-7098-58f8-8812-2e48233be637", "acme")
+    assert not control_plane.is_control_plane(uuid.uuid4(), "acme")
 
 
 # --- kill switch --------------------------------------------------------------------------------------------------
@@ -109,6 +125,17 @@ def test_the_command_line_names_the_os_account_as_actor():
     assert [(e.event_type, e.actor_principal_id, e.actor_type) for e in chain("globex")] == [
         (EventType.KILL_SWITCH_ENGAGED, expected, "cli"),
         (EventType.KILL_SWITCH_RELEASED, expected, "cli"),
+    ]
+
+
+def test_the_admin_screen_names_the_signed_in_operator_as_actor():
+    ada = _operator_client("ada", "acme", role="admin")
+    ada.post("/admin/governance/killswitch/engage/", {"saga_id": "", "reason": "incident 9"})
+    switch = KillSwitch.objects.get(tenant_id="acme")
+    ada.post(f"/admin/governance/killswitch/{switch.pk}/release/")
+    assert [(e.event_type, e.actor_principal_id, e.actor_type) for e in chain("acme")] == [
+        (EventType.KILL_SWITCH_ENGAGED, "user:ada", "user"),
+        (EventType.KILL_SWITCH_RELEASED, "user:ada", "user"),
     ]
 
 
@@ -158,7 +185,7 @@ def test_a_new_version_deactivation_and_reactivation_are_chained_with_previous_s
         (EventType.ACTION_ACTIVATED, "1.0.0", "active", "inactive"),
     ]
     assert all(e.data["definition_hash"] == hashes[e.action_version] for e in events)
-    assert verify(*["--tenant", DEPLOYMENT])[0] == 0
+    assert verify("--tenant", DEPLOYMENT)[0] == 0
 
 
 def test_a_registration_without_an_actor_is_the_process(tmp_path: Path):
@@ -263,15 +290,6 @@ def test_a_deleted_head_row_is_reported(acme_chain: str):
 
 
 # --- audit admin --------------------------------------------------------------------------------------------------
-
-
-def _operator_client(username: str, tenant: str) -> Client:
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(content_type__app_label="audit", codename__startswith="view_"))
-    OperatorProfile.objects.create(user=user, tenant_id=tenant, role="viewer")
-    client = Client()
-    assert client.login(username=username, password="pw")
-    return client
 
 
 def test_the_audit_admin_lists_control_plane_events_of_the_tenant_and_the_deployment(
