@@ -17,16 +17,34 @@ venv: $(BIN)/python
 dev-venv: $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 
+# Relative paths in .env are relative to this directory, wherever a command starts (docs/configuration.md).
 .env:
 	@echo "SECRET_KEY=$$($(PYTHON) -c 'import secrets; print(secrets.token_urlsafe(50))')" > .env
 	@echo "SAGA_ACTIONS_FILE=examples/action_registry.json" >> .env
-	@echo "wrote .env (SECRET_KEY, SAGA_ACTIONS_FILE)"
+	@echo "DATABASE_URL=sqlite:///semantic-saga.db" >> .env
+	@echo "wrote .env (SECRET_KEY, SAGA_ACTIONS_FILE, DATABASE_URL)"
+
+RUN_URL := http://127.0.0.1:8000
 
 ## run: install, migrate, load the example registry, serve on 127.0.0.1:8000 (SQLite, in-process executor)
+# A .env written before it held DATABASE_URL gets it, so `semantic-saga mcp` started from another directory
+# (Claude Desktop, claude mcp add) uses this database too.
 run: venv .env
+	@grep -q '^DATABASE_URL=' .env || { echo "DATABASE_URL=sqlite:///semantic-saga.db" >> .env; \
+		echo "added DATABASE_URL=sqlite:///semantic-saga.db to .env"; }
 	$(BIN)/semantic-saga migrate --no-input
 	$(BIN)/semantic-saga collectstatic --no-input --verbosity 0
 	$(BIN)/semantic-saga load_actions examples/action_registry.json
+	@echo ""
+	@echo "Semantic Saga will serve $(RUN_URL)/ (loopback only):"
+	@echo "  $(RUN_URL)/admin/                       operator console"
+	@echo "  $(RUN_URL)/mcp                          MCP (Streamable HTTP)"
+	@echo "  $(RUN_URL)/a2a                          A2A JSON-RPC"
+	@echo "  $(RUN_URL)/.well-known/agent-card.json  A2A agent card"
+	@echo "  $(RUN_URL)/api/v1/docs/                 REST API (Swagger UI)"
+	@echo "  $(RUN_URL)/healthz                      health"
+	@echo "First operator account, in another terminal: $(BIN)/semantic-saga createsuperuser"
+	@echo ""
 	$(BIN)/semantic-saga serve --host 127.0.0.1 --port 8000
 
 ## test: install with dev extras, lint, the whole suite on SQLite and again on PostgreSQL, then MCP conformance
