@@ -104,11 +104,7 @@ def _new_step(
 
 
 def _check_approval(node: Node) -> None:
-    if not node.approval_required:
-        return
-    approval = node.approvals.filter(status=ApprovalStatus.APPROVED).order_by("-decided_at").first()
-    digest = _actions.input_digest(node.input)
-    if approval is None or approval.definition_hash != node.action_definition_hash or approval.input_digest != digest:
+    if node.approval_required and not _has_binding_approval(node):
         raise SagaError(
             "APPROVAL_NOT_BINDING",
             f"Node {node.key or node.id} has no approval bound to its current contract and input. Nothing ran. "
@@ -175,19 +171,24 @@ def _passes_policy(tx: Tx, node: Node, pinned: _actions.Pinned) -> bool:
         _graph.block_dependants(tx, node, "a dependency was refused by tenant policy")
         apply_failure_mode(tx, "pause", error)
         return False
-    if decision.effect == "require_approval" and not _approved_now(node):
-        tx.transition(node, N.WAITING_APPROVAL, error=None, next_attempt_at=None, dispatched_at=None)
+    # Checked whatever the node was planned with: a gate the policy added after planning binds like any other.
+    if decision.effect == "require_approval" and not _has_binding_approval(node):
+        tx.transition(
+            node, N.WAITING_APPROVAL, approval_required=True, error=None, next_attempt_at=None, dispatched_at=None
+        )
         request_approval(tx, node, f"policy:{','.join(decision.matched_rules)}")
         return False
     return True
 
 
-def _approved_now(node: Node) -> bool:
-    try:
-        _check_approval(node)
-    except SagaError:
-        return False
-    return True
+def _has_binding_approval(node: Node) -> bool:
+    """An APPROVED decision bound to the node's current contract hash and input digest exists."""
+    approval = node.approvals.filter(status=ApprovalStatus.APPROVED).order_by("-decided_at").first()
+    return (
+        approval is not None
+        and approval.definition_hash == node.action_definition_hash
+        and approval.input_digest == _actions.input_digest(node.input)
+    )
 
 
 def _failure_mode_of(node: Node) -> str:

@@ -111,6 +111,34 @@ def test_policy_tightened_after_planning_stops_the_run_with_zero_executions(
     assert report.saga.status == SagaStatus.RECOVERY_REQUIRED
 
 
+def test_approval_required_by_a_policy_tightened_after_planning_holds_the_node_until_approved(
+    use_policy: Any, operator: Principal, approver: Principal, downstream: RecordingHTTPServer
+):
+    # given a node planned while the policy needed no approval
+    use_policy({})
+    register(http_contract("transfer", downstream.url))
+    saga = coordinator.saga_begin(actor=operator)
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="transfer", input={"amount": 9})
+    # when the policy now requires an approval for transfers and the saga runs
+    use_policy(
+        {"rules": [{"id": "four-eyes", "effect": "require_approval", "match": {"actions": ["transfer"]}}]},
+        name="four-eyes.json",
+    )
+    coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
+    # then nothing was called and the node waits for an approval bound to its input
+    assert downstream.requests == []
+    node.refresh_from_db()
+    assert node.status == NodeStatus.WAITING_APPROVAL
+    pending = node.approvals.get()
+    assert pending.requested_by == "policy:four-eyes"
+    # and once approved it runs, exactly once
+    coordinator.node_approve(actor=approver, saga_id=saga.id, node_id=node.id)
+    coordinator.saga_run_ready(actor=operator, saga_id=saga.id)
+    node.refresh_from_db()
+    assert node.status == NodeStatus.COMPLETED
+    assert len(downstream.requests_to("/transfer")) == 1
+
+
 def test_rollback_works_under_deny_all_with_override_evidence(
     use_policy: Any, operator: Principal, downstream: RecordingHTTPServer
 ):
