@@ -69,7 +69,7 @@ def _note_revision(key: tuple[Any, ...], policy: PolicyBackend | None) -> None:
         transaction.on_commit(lambda: _note_revision(key, policy), robust=True)
         return
     try:
-        with transaction.atomic():
+        with transaction.atomic(durable=True):
             policy_revision.record_if_changed(policy_revision.state_of(policy))
     except (DatabaseError, SynchronousOnlyOperation) as exc:
         logger.warning("The policy revision in force could not be recorded yet (%s); retrying at the next use.", exc)
