@@ -10,9 +10,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import httpx
 import pytest
 from django.core.checks import run_checks
 from django.core.management import call_command
@@ -169,6 +171,53 @@ def test_a_good_configuration_gets_past_the_checks(tmp_path: Path):
     done = run(semantic_saga("serve", "--port", str(free_port())), process_env(case, tmp_path))
     assert done.returncode != 0
     assert "did not start" not in done.stderr and "unapplied migration" in done.stderr, done.stderr
+
+
+def test_a_contract_changed_under_a_loaded_version_stops_serve_before_the_port_opens(tmp_path: Path):
+    """Valid on its own, so no check can see it: the conflict with the database is found by loading the file."""
+    registry = json.loads((ROOT / "examples" / "action_registry.json").read_text(encoding="utf-8"))
+    (tmp_path / "actions.json").write_text(json.dumps(registry), encoding="utf-8")
+    env = process_env(Misconfiguration({"SAGA_ACTIONS_FILE": "{dir}/actions.json"}, "", None), tmp_path)
+    for step in (["migrate", "--no-input", "--verbosity", "0"], ["load_actions", str(tmp_path / "actions.json")]):
+        assert run(semantic_saga(*step), env).returncode == 0
+    registry["actions"][0]["description"] = "edited without a new version"
+    (tmp_path / "actions.json").write_text(json.dumps(registry), encoding="utf-8")
+    done = run(semantic_saga("serve", "--port", str(free_port())), env)
+    assert_refused(done, Misconfiguration({}, "SAGA_ACTIONS_FILE could not be loaded", None))
+    assert "already registered with different content" in done.stderr and "new version" in done.stderr
+    assert "Uvicorn running" not in done.stderr
+
+
+def test_the_token_file_is_read_at_start_so_no_request_is_the_first_to_read_it(tmp_path: Path):
+    case = Misconfiguration(STATIC, "", None, {"tokens.json": tokens_file(GOOD_TOKEN, roles=["viewer"])})
+    env = process_env(case, tmp_path)
+    assert run(semantic_saga("migrate", "--no-input", "--verbosity", "0"), env).returncode == 0
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        command = semantic_saga("serve", "--port", str(port))
+        server = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        poll_until_healthy(base, server, log)
+        (tmp_path / "tokens.json").unlink()  # removed after start: requests must not depend on reading it
+        answer = httpx.get(f"{base}/api/v1/sagas/", headers={"Authorization": f"Bearer {GOOD_TOKEN}"}, timeout=10)
+        assert answer.status_code == 200, answer.text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def poll_until_healthy(base: str, server: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + EXIT_DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        assert server.poll() is None, log.read_text()
+        try:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    pytest.fail("serve did not become healthy:\n" + log.read_text())
 
 
 def test_mcp_over_stdio_refuses_before_speaking(tmp_path: Path):

@@ -11,7 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
+from governance.auth import token_verifier
 from registry.errors import RegistryError
+from registry.services import registry_load_file
 from saga_project.checks import configuration_report
 
 
@@ -25,11 +27,11 @@ def refuse_to_start_unless_ready(program: str) -> None:
     naming each bad setting and its fix), the schema, then the SAGA_ACTIONS_FILE registry loaded into it."""
     if report := configuration_report(program):
         raise CommandError(report)
+    # Read the token file now, once: requests reuse this verifier, so no request is the first to read it.
+    token_verifier()
     if count := pending_migrations():
         raise CommandError(f"The database has {count} unapplied migration(s). Run `semantic-saga migrate` first.")
     if settings.SAGA_ACTIONS_FILE:
-        from registry.services import registry_load_file
-
         try:
             registry_load_file(settings.SAGA_ACTIONS_FILE)
         except RegistryError as exc:  # e.g. a changed contract under an id+version the database already holds
