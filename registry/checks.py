@@ -14,11 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 
-from registry.contracts import validate_registry_document
 from registry.errors import RegistryError
-
-# The one reader of registry files (duplicate keys and NaN refused, errors naming line and column).
-from registry.services import _read_document
+from registry.files import read_registry_file
 
 # `semantic-saga check --tag saga` runs only Semantic Saga's own checks.
 TAG = "saga"
@@ -30,7 +27,7 @@ def actions_file_check(**kwargs: Any) -> list[CheckMessage]:
     if not path:
         return []
     try:
-        validate_registry_document(_read_document(os.path.abspath(path)))
+        read_registry_file(os.path.abspath(path))
     except RegistryError as exc:
         return [
             Error(

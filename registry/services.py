@@ -11,12 +11,10 @@ unchanged contract records nothing, so re-loading the same file at every start d
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -25,8 +23,9 @@ from audit import control_plane
 from audit.chain import EventDraft
 from audit.control_plane import Actor
 from audit.models import EventType
-from registry.contracts import definition_hash, stored_definition, validate_contract, validate_registry_document
+from registry.contracts import definition_hash, stored_definition, validate_contract
 from registry.errors import RegistryError
+from registry.files import read_registry_file
 from registry.models import ActionDefinition
 
 CREATED = "created"
@@ -74,7 +73,7 @@ def action_register(contract: dict[str, Any], *, actor: Actor | None = None) -> 
 
 def registry_load_file(path: str | os.PathLike[str], *, actor: Actor | None = None) -> LoadReport:
     """Validate the whole file first, then register every contract in one transaction (all or nothing)."""
-    contracts = validate_registry_document(_read_document(path))
+    contracts = read_registry_file(path)
     report = LoadReport(path=str(path))
     evidence = _Evidence(actor or control_plane.process_actor(), file=str(path))
     with _registry_transaction():
@@ -193,50 +192,3 @@ def _conflict(row: ActionDefinition, digest: str) -> RegistryError:
         f"{row.definition_hash[:12]}..., this one {digest[:12]}...). Contracts are immutable because steps pin "
         "them: register it as a new version (e.g. bump the version) instead. Nothing was written.",
     )
-
-
-# --- reading a registry file ------------------------------------------------------------------------------------
-
-
-class _DuplicateKeyError(ValueError):
-    pass
-
-
-def _read_document(path: str | os.PathLike[str]) -> Any:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise _file_error(
-            f"Registry file {path} does not exist. Check the path (the load_actions argument or SAGA_ACTIONS_FILE)."
-        ) from None
-    except UnicodeDecodeError:
-        raise _file_error(f"Registry file {path} is not UTF-8 text.") from None
-    except OSError as exc:
-        raise _file_error(f"Registry file {path} cannot be read ({exc.strerror}).") from None
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_refuse_constant)
-    except json.JSONDecodeError as exc:
-        raise _file_error(
-            f"Registry file {path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}. "
-            "Fix the syntax and load it again; nothing was registered."
-        ) from None
-    except ValueError as exc:
-        raise _file_error(f"Registry file {path} is not valid JSON: {exc}. Nothing was registered.") from None
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json keeps the last of duplicate keys silently; in a contract that hides an edit, so refuse it.
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKeyError(f"the key {key!r} appears twice in one object")
-        result[key] = value
-    return result
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON (and cannot be hashed canonically)")
-
-
-def _file_error(message: str) -> RegistryError:
-    return RegistryError("INVALID_REGISTRY_FILE", message)
