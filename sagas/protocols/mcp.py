@@ -3,7 +3,8 @@
 Transport (Streamable HTTP in both protocol eras, stdio), framing, sessions and version negotiation belong to the
 SDK. Identity comes from sagas.protocols.http_auth (HTTP) or the local process (stdio). Each call: validate the
 arguments strictly, check the RBAC operation, run the handler as one ORM unit off the event loop, answer with
-structuredContent (plus the same JSON as text), or with isError and a message written for an LLM.
+structuredContent (plus the same JSON as text), or with isError and a message written for an LLM. A tool name
+that tools/list does not show is a JSON-RPC error (-32602) instead: no tool ran.
 """
 
 from __future__ import annotations
@@ -78,6 +79,17 @@ def _invalid_arguments(tool: Tool, error: ValidationError) -> types.CallToolResu
     )
 
 
+def _unknown_tool(name: str) -> MCPError:
+    """A name that is not in tools/list is the client's protocol error (-32602, the spec's tool error section), not
+    a tool result: no tool ran, so there is no result to report, whatever the transport."""
+    return MCPError(
+        INVALID_PARAMS,
+        f"Unknown tool {name!r}: nothing was called. Call tools/list for the tools and their input schemas; the tools "
+        f"are: {', '.join(TOOLS)}.",
+        data={"tool": name, "available_tools": list(TOOLS)},
+    )
+
+
 def _call(tool: Tool, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
     authorize(principal, tool.operation)
     return tool.handler(principal, tool.args.model_validate(arguments))
@@ -87,7 +99,7 @@ async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] |
     """Transport-independent: validate, authorize, run, shape the answer."""
     tool = TOOLS.get(name)
     if tool is None:
-        return _error_result("UNKNOWN_TOOL", f"There is no tool {name!r}. Call tools/list for the available tools.")
+        raise _unknown_tool(name)
     try:
         tool.args.model_validate(arguments or {})
     except ValidationError as error:

@@ -10,6 +10,8 @@ import httpx2
 import jsonschema
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
 
@@ -43,3 +45,13 @@ async def refused(client: Client, tool: str, arguments: dict[str, Any]) -> dict[
     assert result.structured_content is not None
     error: dict[str, Any] = result.structured_content["error"]
     return error
+
+
+async def unknown_tool(client: Client, tool: str) -> MCPError:
+    """Call a tool that tools/list does not show: a JSON-RPC -32602 error, never a tool result."""
+    try:
+        result = await client.call_tool(tool, {})
+    except MCPError as error:
+        assert error.code == INVALID_PARAMS, error
+        return error
+    raise AssertionError(f"{tool} answered a tool result instead of a -32602 protocol error: {result}")

@@ -8,13 +8,16 @@ from typing import Any
 
 import httpx
 import pytest
+from mcp.shared.exceptions import MCPError
+from mcp.types import TextContent
+from mcp_types.jsonrpc import INVALID_PARAMS
 
 from sagas.models import Saga
 from sagas.states import SagaStatus
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
 from tests.protocols.conftest import ALICE, MALLORY, VERA, RunningServer
-from tests.protocols.mcp_client import MODES, call, connect, refused
+from tests.protocols.mcp_client import MODES, call, connect, refused, unknown_tool
 
 
 def run(coro: Any) -> Any:
@@ -114,6 +117,41 @@ def test_strict_arguments_are_refused_and_nothing_is_created(
     assert error["code"] == "INVALID_ARGUMENTS" and problem in error["message"]
     assert "Nothing was created or changed" in error["message"]
     assert Saga.objects.count() == 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unknown_tool_is_a_protocol_error_naming_the_tools(server: RunningServer, mode: str):
+    async def scenario() -> tuple[Any, list[str], dict[str, Any]]:
+        async with connect(server.mcp_url, ALICE, mode) as client:
+            error = await unknown_tool(client, "test_error_handling")
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            return error, names, await call(client, "list_sagas", {})  # the session stays usable
+
+    error, names, listed = run(scenario())
+    assert "Unknown tool 'test_error_handling'" in error.message and "tools/list" in error.message
+    assert all(name in error.message for name in names)
+    assert error.data == {"tool": "test_error_handling", "available_tools": names}
+    assert listed["sagas"] == [] and Saga.objects.count() == 0
+
+
+def test_the_one_prompt_is_served_and_an_unknown_prompt_is_a_protocol_error(server: RunningServer):
+    async def scenario() -> tuple[list[str], str, MCPError, MCPError]:
+        async with connect(server.mcp_url, ALICE, "auto") as client:
+            listed = [prompt.name for prompt in (await client.list_prompts()).prompts]
+            prompt = await client.get_prompt("saga-coordinator", {"task": "refund order 42"})
+            with pytest.raises(MCPError) as unknown:
+                await client.get_prompt("test_simple_prompt")
+            with pytest.raises(MCPError) as no_task:
+                await client.get_prompt("saga-coordinator")
+            text = prompt.messages[0].content
+            assert isinstance(text, TextContent)
+            return listed, text.text, unknown.value, no_task.value
+
+    listed, text, unknown, no_task = run(scenario())
+    assert listed == ["saga-coordinator"] and "Task: refund order 42" in text
+    assert unknown.code == no_task.code == INVALID_PARAMS
+    assert "'test_simple_prompt'" in unknown.message and "'saga-coordinator'" in unknown.message
+    assert "'task'" in no_task.message
 
 
 def test_viewer_reads_but_cannot_commit(server: RunningServer):

@@ -15,7 +15,7 @@ from registry.services import registry_load_file
 from sagas.models import Saga
 from sagas.states import SagaStatus
 from tests.distributed.workers import shared_database_url
-from tests.protocols.mcp_client import call, refused
+from tests.protocols.mcp_client import call, refused, unknown_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,6 +44,9 @@ def _lifecycle(params: StdioServerParameters) -> dict[str, Any]:
             await call(client, "run_ready_steps", {"saga_id": sid})
             bad = await refused(client, "commit_saga", {"saga_id": sid, "force": True})
             assert bad["code"] == "INVALID_ARGUMENTS"
+            # as over HTTP: an unknown tool is a -32602 protocol error naming the tools, and the session goes on
+            unknown = await unknown_tool(client, "force_commit")
+            assert "Unknown tool 'force_commit'" in unknown.message and "commit_saga" in unknown.message
             return await call(client, "commit_saga", {"saga_id": sid})
 
     return asyncio.run(scenario())
