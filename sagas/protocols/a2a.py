@@ -5,7 +5,9 @@ operation table maps each operation onto its MCP tool (sagas.protocols.mcp_tools
 the same handler, the same RBAC operation, the same result. Natural language is never executed.
 
 - A malformed command is refused before any task exists (JSON-RPC -32602, raised from the request context builder
-  in a2a_http), with a message naming every problem.
+  in a2a_http), with a message naming every problem. Content the card does not declare (it declares only
+  application/json) is refused with -32005 instead: a part stating another media type, or a bare text part (text
+  without a media type is text/plain); the message shows the data part to send.
 - Success completes the task with one artifact `semantic-saga-result`: one application/json data part holding the
   dict the MCP tool returns.
 - A refusal (ServiceError: authorization, a domain rule, "Saga not found") completes the task as REJECTED with the
@@ -31,7 +33,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
-from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, TaskNotCancelableError
 from asgiref.sync import ThreadSensitiveContext
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -49,6 +51,8 @@ logger = logging.getLogger("sagas.protocols.a2a")
 PROTOCOL_VERSION = "1.0"
 RESULT_ARTIFACT = "semantic-saga-result"
 JSON_MEDIA_TYPE = "application/json"
+# What a command looks like on the wire, for the messages that refuse something else.
+EXAMPLE_PARTS = '"parts": [{"data": {"operation": "begin", "metadata": {}}}]'
 # The SDK client and most peers send contextId as a UUID; the bound keeps the indexed column's size honest.
 MAX_CONTEXT_ID_LENGTH = 200
 
@@ -121,17 +125,34 @@ def parse_command(message: Message | None) -> Command:
 
 
 def _command_object(parts: list[Part]) -> dict[str, Any]:
+    for part in parts:
+        _require_json_content(part)
     if len(parts) != 1:
         raise _invalid(f"a command is exactly one data part, and this message has {len(parts)} parts")
     kind = parts[0].WhichOneof("content")
-    if kind == "text":
-        raise _invalid("text parts are not accepted: Semantic Saga never executes natural language")
+    if kind == "text":  # only a text part that claims to be JSON gets here (_require_json_content)
+        raise _invalid("a text part is not a command, even one declared as JSON: send the command as a data part")
     if kind != "data":
         raise _invalid(f"a {kind or 'empty'} part is not a command; send one data part")
     if parts[0].data.WhichOneof("kind") != "struct_value":
         raise _invalid("the data part must be a JSON object")
     body: dict[str, Any] = _whole_numbers(MessageToDict(parts[0].data.struct_value))
     return body
+
+
+def _require_json_content(part: Part) -> None:
+    """-32005 for a part whose content type the card does not declare: the one it states, or text/plain for bare
+    text (a part without a media type and carrying text is text by any reading; data parts are JSON)."""
+    implied = not part.media_type and part.WhichOneof("content") == "text"
+    media_type = "text/plain" if implied else part.media_type
+    if not media_type or media_type == JSON_MEDIA_TYPE:
+        return
+    stated = "a text part without a mediaType is text/plain" if implied else f"a part declares {media_type}"
+    raise ContentTypeNotSupportedError(
+        message=f"Content type {media_type} is not supported ({stated}): the agent card's only input mode is "
+        f"{JSON_MEDIA_TYPE} and natural language is never executed. Nothing was created. Send the command as one "
+        f"data part, for example {EXAMPLE_PARTS}; the agent card's skills list the operations and examples."
+    )
 
 
 def _whole_numbers(value: Any) -> Any:
@@ -164,7 +185,7 @@ def _problem(tool: Tool, error: Any) -> dict[str, str]:
 def _invalid(problem: str, **data: Any) -> InvalidParamsError:
     return InvalidParamsError(
         message=f"Invalid Semantic Saga command: {problem}. Nothing was created. Send one data part such as "
-        '{"operation": "begin", "metadata": {}}; the agent card\'s skills list the operations and examples.',
+        f"{EXAMPLE_PARTS}; the agent card's skills list the operations and examples.",
         data=data or None,
     )
 

@@ -33,7 +33,12 @@ from a2a.types.a2a_pb2 import (
     Task,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from a2a.utils.errors import ContentTypeNotSupportedError, TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import (
+    ContentTypeNotSupportedError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from django.conf import settings
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -48,6 +53,11 @@ from sagas.protocols.a2a_tasks import PRINCIPAL_KEY, DjangoTaskStore
 from sagas.protocols.http_auth import BearerAuth, request_principal
 
 RPC_PATH = "/a2a"
+TASK_NOT_CONTINUED = (
+    "Task {task_id} takes no further messages: every Semantic Saga command runs as a task of its own, answered once "
+    "(a running one is never interrupted). Nothing was created. Send the next command as a new message without "
+    "taskId (keep its contextId to group related tasks); GetTask reads task {task_id}."
+)
 # JSON-RPC bodies are JSON; the A2A media type is accepted too (the HTTP+JSON binding uses it).
 ACCEPTED_CONTENT_TYPES = ("application/json", "application/a2a+json")
 
@@ -185,7 +195,8 @@ class PrincipalCallContextBuilder(DefaultServerCallContextBuilder):
 
 
 class CommandRequestContextBuilder(SimpleRequestContextBuilder):
-    """Refuses a malformed command (-32602) before the SDK creates a task for it."""
+    """Refuses a malformed command (-32602, or -32005 for content that is not JSON) and a message to an existing
+    task (-32004) before the SDK creates a task for it."""
 
     async def build(
         self,
@@ -197,6 +208,13 @@ class CommandRequestContextBuilder(SimpleRequestContextBuilder):
     ) -> RequestContext:
         if params is not None:
             parse_command(params.message)
+        if task_id:
+            # The SDK has checked that the tenant owns the task. Refusing before it goes on also keeps the SDK off a
+            # path that leaks: for a finished task it builds a new ActiveTask, finds the task terminal and drops it
+            # without closing its two event queues, whose dispatcher asyncio tasks are then garbage-collected while
+            # pending ("Task was destroyed but it is pending!", and "Failed to detach context" from the SDK's span
+            # around each). The -32004 code is the one the SDK answers for a terminal task.
+            raise UnsupportedOperationError(message=TASK_NOT_CONTINUED.format(task_id=task_id))
         return await super().build(context, params, task_id, context_id, task)
 
 
@@ -274,8 +292,9 @@ def build_http_app() -> A2AApp:
         task_store=DjangoTaskStore(),
         agent_card=card,
         request_context_builder=CommandRequestContextBuilder(),
-        # A part declaring a media type the card does not list (text/plain, ...) gets -32005 from the SDK.
-        validate_input_modes=True,
+        # Off: parse_command answers -32005 itself, for bare text too (which the SDK lets through), with a message
+        # that shows the data part to send.
+        validate_input_modes=False,
     )
     context_builder = PrincipalCallContextBuilder()
     sdk_app = Starlette(

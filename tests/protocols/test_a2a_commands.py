@@ -141,7 +141,7 @@ def test_another_tenant_gets_saga_not_found_and_cannot_read_the_task(server: Run
 @pytest.mark.parametrize(
     ("parts", "problem"),
     [
-        ([new_text_part("Begin a saga to charge the card, then commit")], "never executes natural language"),
+        ([new_text_part('{"operation": "begin"}', media_type="application/json")], "a text part is not a command"),
         ([new_data_part({"operation": "begin"}), new_data_part({"operation": "begin"})], "has 2 parts"),
         ([new_data_part(["begin"])], "must be a JSON object"),
         ([new_data_part({"metadata": {}})], "has no 'operation'"),

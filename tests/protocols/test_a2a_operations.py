@@ -4,9 +4,9 @@ MCP, and JSON numbers restored from protobuf's doubles."""
 from __future__ import annotations
 
 import pytest
-from a2a.helpers import new_data_part
-from a2a.types.a2a_pb2 import Message, Role
-from a2a.utils.errors import InvalidParamsError
+from a2a.helpers import new_data_part, new_text_part
+from a2a.types.a2a_pb2 import Message, Part, Role
+from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
 from governance.rbac import OPERATIONS as RBAC
 from sagas.protocols.a2a import OPERATIONS, parse_command
@@ -91,3 +91,24 @@ def test_text_no_database_can_store_is_refused_before_anything_runs(command: dic
     with pytest.raises(InvalidParamsError) as refused:
         parse_command(_message(command))
     assert "NUL character" in str(refused.value.data)
+
+
+@pytest.mark.parametrize(
+    ("parts", "content_type"),
+    [
+        ([new_text_part("Begin a saga to charge the card, then commit")], "text/plain"),  # bare text
+        ([new_text_part("charge the card", media_type="text/plain")], "text/plain"),
+        ([new_data_part({"operation": "begin"}, media_type="text/markdown")], "text/markdown"),
+        ([Part(raw=b"\x89PNG", media_type="image/png")], "image/png"),
+        ([new_data_part({"operation": "begin"}), new_text_part("and hurry")], "text/plain"),
+    ],
+)
+def test_content_the_card_does_not_declare_gets_32005_showing_the_data_part_to_send(
+    parts: list[Part], content_type: str
+):
+    with pytest.raises(ContentTypeNotSupportedError) as refused:
+        parse_command(Message(message_id="m", role=Role.ROLE_USER, parts=parts))
+    message = refused.value.message
+    assert f"Content type {content_type} is not supported" in message and "application/json" in message
+    assert '"parts": [{"data": {"operation": "begin", "metadata": {}}}]' in message
+    assert "Nothing was created" in message

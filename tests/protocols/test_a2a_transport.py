@@ -1,9 +1,12 @@
 """Black-box A2A discovery and transport: the public agent card and its caching, bearer auth, the JSON-RPC
-endpoint's paths and the protocol errors the SDK (or our Content-Type check) answers."""
+endpoint's paths, the protocol errors the SDK (or our Content-Type check) answers, and a server log that A2A traffic
+leaves free of leaked asyncio tasks."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -16,6 +19,7 @@ from tests.protocols.conftest import ALICE, RunningServer
 
 CARD = "/.well-known/agent-card.json"
 LIST_SAGAS = {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"data": {"operation": "list_sagas"}}]}}
+EXAMPLE_PARTS = '"parts": [{"data": {"operation": "begin", "metadata": {}}}]'
 JSON = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}"}
 
 
@@ -93,12 +97,35 @@ def test_a_body_not_declared_as_json_gets_32005(server: RunningServer, content_t
     assert A2ATask.objects.count() == 0
 
 
-def test_a_part_in_a_media_type_the_card_does_not_list_gets_32005(server: RunningServer):
-    params = {"message": {**LIST_SAGAS["message"], "parts": [{"data": {}, "mediaType": "text/plain"}]}}
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"text": "Begin a saga to charge the card, then commit"},  # bare text: text/plain
+        {"text": "Begin a saga", "mediaType": "text/plain"},
+        {"data": {}, "mediaType": "text/plain"},
+    ],
+)
+def test_a_part_in_a_media_type_the_card_does_not_list_gets_32005(server: RunningServer, part: dict[str, Any]):
+    params = {"message": {**LIST_SAGAS["message"], "parts": [part]}}
 
     error = rpc(server.base, "SendMessage", params, JSON).json()["error"]
 
-    assert error["code"] == -32005 and "text/plain" in error["message"]
+    assert error["code"] == -32005 and "Content type text/plain is not supported" in error["message"]
+    assert "application/json" in error["message"] and EXAMPLE_PARTS in error["message"]
+    assert A2ATask.objects.count() == 0
+
+
+def test_a_message_to_an_existing_task_gets_32004_and_changes_nothing(server: RunningServer):
+    begun = rpc(server.base, "SendMessage", LIST_SAGAS, JSON).json()["result"]["task"]
+    follow_up = {"message": {**LIST_SAGAS["message"], "messageId": "m2", "taskId": begun["id"]}}
+
+    error = rpc(server.base, "SendMessage", follow_up, JSON).json()["error"]
+
+    assert error["code"] == -32004 and f"Task {begun['id']} takes no further messages" in error["message"]
+    assert "without taskId" in error["message"]
+    reread = rpc(server.base, "GetTask", {"id": begun["id"]}, JSON).json()["result"]
+    assert reread["status"] == begun["status"] and len(reread["history"]) == len(begun["history"])
+    assert A2ATask.objects.count() == 1
 
 
 def test_missing_version_header_gets_32009(server: RunningServer):
@@ -127,3 +154,44 @@ def test_the_sdk_client_uses_only_the_card_to_reach_the_endpoint(server: Running
             return await peer.ok({"operation": "list_actions"})
 
     assert asyncio.run(scenario()) == {"actions": []}
+
+
+def _message(command: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"data": command}], **fields}}
+
+
+def _traffic_round(base: str) -> None:
+    """One peer's worth of A2A calls, refused ones included: each must answer, none may leak an asyncio task."""
+    begun = rpc(base, "SendMessage", _message({"operation": "begin"}), JSON).json()["result"]["task"]
+    saga_id = begun["artifacts"][0]["parts"][0]["data"]["id"]
+    calls: list[tuple[str, dict[str, Any], str]] = [
+        ("GetTask", {"id": begun["id"], "historyLength": 1}, "result"),
+        ("CancelTask", {"id": begun["id"]}, "error"),
+        ("SendStreamingMessage", _message({"operation": "list_actions"}), "error"),
+        ("SubscribeToTask", {"id": begun["id"]}, "error"),
+        ("SendMessage", _message({"operation": "list_actions"}, taskId=begun["id"]), "error"),  # a finished task
+        ("SendMessage", _message({"operation": "get", "saga_id": str(uuid.uuid4())}), "result"),  # REJECTED
+        ("SendMessage", _message({"operation": "drop_tables"}), "error"),
+        ("ListTasks", {"pageSize": 2}, "result"),
+    ]
+    for method, params, outcome in calls:
+        assert outcome in rpc(base, method, params, JSON).json(), (method, params)
+    # a run answered at once while it goes on in the background, polled to its end
+    run = {**_message({"operation": "run", "saga_id": saga_id}), "configuration": {"returnImmediately": True}}
+    task = rpc(base, "SendMessage", run, JSON).json()["result"]["task"]
+    deadline = time.monotonic() + 60
+    while task["status"]["state"] == "TASK_STATE_WORKING" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        task = rpc(base, "GetTask", {"id": task["id"]}, JSON).json()["result"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+
+
+def test_a2a_traffic_leaves_no_pending_task_destroyed_and_no_detach_error_in_the_log(server: RunningServer):
+    # Leaked asyncio tasks are reported when the server's garbage collector finds them, so the traffic is repeated
+    # until many collections have run; before the fix, messages to finished tasks left two per message.
+    for _ in range(10):
+        _traffic_round(server.base)
+
+    log = server.log.read_text()
+    assert "Task was destroyed but it is pending" not in log, log[-4000:]
+    assert "Failed to detach context" not in log, log[-4000:]
