@@ -28,6 +28,7 @@ from governance.identity import Principal
 from governance.kill_switch import kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch, OperatorProfile
 from registry.models import ActionDefinition
+from tests.audit.helpers import run_verify_audit
 from tests.contracts import http_contract
 
 DEPLOYMENT = control_plane.SYSTEM_TENANT
@@ -46,15 +47,6 @@ def admin_of_acme() -> Principal:
 
 def chain(tenant: str) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(saga_id=control_plane.chain_id(tenant)).order_by("sequence"))
-
-
-def verify(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        call_command("verify_audit", *args, stdout=out)
-    except SystemExit as exit_:
-        return int(exit_.code or 0), out.getvalue()
-    return 0, out.getvalue()
 
 
 def _operator_client(username: str, tenant: str, role: str = "viewer") -> Client:
@@ -185,7 +177,7 @@ def test_a_new_version_deactivation_and_reactivation_are_chained_with_previous_s
         (EventType.ACTION_ACTIVATED, "1.0.0", "active", "inactive"),
     ]
     assert all(e.data["definition_hash"] == hashes[e.action_version] for e in events)
-    assert verify("--tenant", DEPLOYMENT)[0] == 0
+    assert run_verify_audit("--tenant", DEPLOYMENT)[0] == 0
 
 
 def test_a_registration_without_an_actor_is_the_process(tmp_path: Path):
@@ -252,7 +244,7 @@ def acme_chain(admin_of_acme: Principal) -> str:
     for _ in range(2):
         kill_switch_engage(actor=admin_of_acme, reason="drill")
         kill_switch_release(actor=admin_of_acme)
-    assert verify()[0] == 0
+    assert run_verify_audit()[0] == 0
     return str(control_plane.chain_id("acme"))
 
 
@@ -274,18 +266,18 @@ def test_tampering_with_a_control_plane_event_fails_verification_naming_chain_an
         rows.filter(sequence=99).update(sequence=3)
     else:
         rows.filter(sequence=2 if tamper == "delete_middle" else 4).delete()
-    code, text = verify()
+    code, text = run_verify_audit()
     assert code == 1
     assert f"BROKEN control-plane chain {acme_chain} (tenant acme) at sequence {sequence}:" in text
     # and the tenant filter finds it too, in the JSON report
-    code, text = verify("--tenant", "acme", "--json")
+    code, text = run_verify_audit("--tenant", "acme", "--json")
     [broken] = json.loads(text)["broken"]
     assert code == 1 and (broken["chain_kind"], broken["failed_sequence"]) == ("control-plane", sequence)
 
 
 def test_a_deleted_head_row_is_reported(acme_chain: str):
     ControlPlaneChain.objects.filter(tenant_id="acme").delete()
-    code, text = verify()
+    code, text = run_verify_audit()
     assert code == 1 and f"BROKEN control-plane chain {acme_chain}" in text and "head row" in text
 
 
@@ -341,4 +333,4 @@ def test_concurrent_engagements_of_one_tenant_make_one_valid_chain(admin_of_acme
     assert failures == []
     assert KillSwitch.objects.filter(tenant_id="acme").count() == workers
     assert [e.sequence for e in chain("acme")] == list(range(1, workers + 1))
-    assert verify_chain(control_plane.chain_id("acme")).valid and verify()[0] == 0
+    assert verify_chain(control_plane.chain_id("acme")).valid and run_verify_audit()[0] == 0

@@ -12,6 +12,7 @@ from django.core.management import CommandError, call_command
 from audit.models import AuditEvent
 from governance.identity import Principal
 from sagas import coordinator
+from tests.audit.helpers import run_verify_audit
 
 
 @pytest.fixture
@@ -25,17 +26,8 @@ def sagas(transactional_db: None, operator: Principal, outsider: Principal) -> l
     return ids
 
 
-def _verify(*args: str) -> tuple[int, str]:
-    out = io.StringIO()
-    try:
-        call_command("verify_audit", *args, stdout=out)
-    except SystemExit as exit_:
-        return int(exit_.code or 0), out.getvalue()
-    return 0, out.getvalue()
-
-
 def test_intact_chains_verify(sagas: list[str]):
-    code, text = _verify()
+    code, text = run_verify_audit()
     assert code == 0 and "all chains verify" in text and "events checked  12" in text
 
 
@@ -52,7 +44,7 @@ def test_tampering_is_named_with_saga_and_first_broken_sequence(sagas: list[str]
         target.filter(sequence=99).update(sequence=3)
     else:
         target.filter(sequence=4).update(previous_hash="0" * 64)
-    code, text = _verify()
+    code, text = run_verify_audit()
     assert code == 1
     assert f"BROKEN saga {sagas[1]}" in text and (
         "at sequence 2" in text or "at sequence 3" in text or "at sequence 4" in text
@@ -61,7 +53,7 @@ def test_tampering_is_named_with_saga_and_first_broken_sequence(sagas: list[str]
 
 
 def test_json_output_and_tenant_filter(sagas: list[str]):
-    code, text = _verify("--json", "--tenant", "globex")
+    code, text = run_verify_audit("--json", "--tenant", "globex")
     document = json.loads(text)
     assert code == 0 and document["sagas_checked"] == 1 and document["valid"] is True
 
@@ -73,9 +65,9 @@ def test_truncation_of_the_newest_rows_is_caught_against_an_earlier_manifest(sag
     assert len(events.read_text().splitlines()) == 12
     # when the newest events of one saga are deleted (the chain alone still verifies)
     AuditEvent.objects.filter(saga_id=sagas[2], sequence__gte=3).delete()
-    assert _verify()[0] == 0
+    assert run_verify_audit()[0] == 0
     # then the manifest reveals it
-    code, text = _verify("--against", str(manifest))
+    code, text = run_verify_audit("--against", str(manifest))
     assert code == 1 and f"BROKEN saga {sagas[2]}" in text and "truncated" in text
 
 
@@ -86,4 +78,4 @@ def test_an_edited_manifest_is_refused(sagas: list[str], tmp_path: Path):
     next(iter(document["sagas"].values()))["head_sequence"] = 1
     manifest.write_text(json.dumps(document))
     with pytest.raises(CommandError, match="edited"):
-        _verify("--against", str(manifest))
+        run_verify_audit("--against", str(manifest))
