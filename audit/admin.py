@@ -20,7 +20,7 @@ from django.utils.html import format_html
 
 from audit import control_plane
 from audit.models import AuditEvent, EventType
-from governance.operators import principal_for_user
+from governance.identity.operators import principal_for_user
 from saga_project.admin_mixins import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:

@@ -61,7 +61,7 @@ def _chain_run(length: int) -> list[str]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from governance.identity import local_principal
+    from governance.identity.principal import local_principal
     from sagas import coordinator
     from sagas.models import Node
 
@@ -98,7 +98,7 @@ def immediate_pair(iterations: int = 20) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from governance.identity import local_principal
+    from governance.identity.principal import local_principal
     from sagas import coordinator
 
     actor = local_principal()

@@ -123,7 +123,7 @@ def trial(
 ) -> Trial:
     from django.conf import settings
 
-    from governance.identity import local_principal
+    from governance.identity.principal import local_principal
     from registry.services import action_register
     from sagas import coordinator
     from sagas.models import Node, Saga

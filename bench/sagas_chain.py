@@ -55,7 +55,7 @@ def chain_intervals(rows: list[tuple[Any, int, float]]) -> list[float]:
 
 class SagaBench:
     def __init__(self, broker_url: str) -> None:
-        from governance.identity import local_principal
+        from governance.identity.principal import local_principal
 
         self.broker_url = broker_url
         self.actor = local_principal()

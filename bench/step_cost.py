@@ -33,7 +33,7 @@ django.setup()
 
 from django.db import connection, transaction  # noqa: E402
 
-from governance.identity import local_principal  # noqa: E402
+from governance.identity.principal import local_principal  # noqa: E402
 from registry.services import registry_load_file  # noqa: E402
 from sagas import coordinator  # noqa: E402
 

@@ -16,11 +16,11 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from governance.errors import ServiceError
-from governance.identity import Principal
+from governance.identity.operators import principal_for_user
+from governance.identity.principal import Principal
+from governance.identity.rbac import can
 from governance.kill_switch import kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch, OperatorProfile
-from governance.operators import principal_for_user
-from governance.rbac import can
 
 if TYPE_CHECKING:
     _KillSwitchModelAdmin = admin.ModelAdmin[KillSwitch]

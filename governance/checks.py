@@ -23,10 +23,11 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
 
-from governance.policy_engine import JsonPolicy, PolicyFileError
-from governance.policy_rego import RegoPolicy
-from governance.rbac import ROLE_CAPABILITIES, SCOPE_CAPABILITIES, SCOPE_PREFIX
-from governance.tokens import StaticTokenVerifier
+from governance.identity.rbac import ROLE_CAPABILITIES, SCOPE_CAPABILITIES, SCOPE_PREFIX
+from governance.identity.tokens import StaticTokenVerifier
+from governance.policy.facts import PolicyFileError
+from governance.policy.json_rules import JsonPolicy
+from governance.policy.rego import RegoPolicy
 
 # `semantic-saga check --tag saga` runs only Semantic Saga's own checks (every module's checks carry this tag).
 TAG = "saga"

@@ -21,9 +21,9 @@ from audit import control_plane
 from audit.chain import EventDraft
 from audit.models import EventType
 from governance.errors import ServiceError
-from governance.identity import Principal
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from governance.models import KillSwitch
-from governance.rbac import authorize
 
 
 def engaged(tenant_id: str, saga_id: uuid.UUID | None = None) -> KillSwitch | None:

@@ -16,7 +16,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from governance.errors import ServiceError
-from governance.operators import principal_for_user
+from governance.identity.operators import principal_for_user
 
 
 class ConsoleAdminSite(admin.AdminSite):

@@ -206,13 +206,13 @@ SAGA_OIDC_DEFAULT_ROLE: str = env.str("SAGA_OIDC_DEFAULT_ROLE", default="viewer"
 # mozilla-django-oidc waits forever by default; a slow provider must not hold a login request hostage.
 OIDC_TIMEOUT = 5
 # The views are our subclasses: they answer 404 while OIDC is not configured instead of redirecting nowhere.
-OIDC_AUTHENTICATE_CLASS = "governance.oidc.OperatorOIDCAuthenticateView"
-OIDC_CALLBACK_CLASS = "governance.oidc.OperatorOIDCCallbackView"
+OIDC_AUTHENTICATE_CLASS = "governance.identity.oidc.OperatorOIDCAuthenticateView"
+OIDC_CALLBACK_CLASS = "governance.identity.oidc.OperatorOIDCCallbackView"
 LOGIN_REDIRECT_URL = "/admin/"
 LOGIN_REDIRECT_URL_FAILURE = "/admin/login/"  # the refusal reason is shown there as a message
 LOGOUT_REDIRECT_URL = "/admin/login/"
 # Always listed: the OIDC backend does nothing (returns None) while SAGA_OIDC_ENABLED is false.
-AUTHENTICATION_BACKENDS = ["governance.oidc.OperatorOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
+AUTHENTICATION_BACKENDS = ["governance.identity.oidc.OperatorOIDCBackend", "django.contrib.auth.backends.ModelBackend"]
 
 _oidc_required = {
     "OIDC_RP_CLIENT_ID": OIDC_RP_CLIENT_ID,

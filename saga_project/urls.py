@@ -15,6 +15,6 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("api/v1/", include("sagas.api.urls")),
-    # Operator single sign-on; the views answer 404 until OIDC is configured (governance.oidc).
+    # Operator single sign-on; the views answer 404 until OIDC is configured (governance.identity.oidc).
     path("oidc/", include("mozilla_django_oidc.urls")),
 ]

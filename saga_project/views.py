@@ -64,7 +64,7 @@ def protected_resource_metadata(request: HttpRequest) -> JsonResponse:
     """RFC 9728 metadata for the MCP endpoint: which authorization server issues its tokens (JWT mode only)."""
     from django.conf import settings
 
-    from governance.auth import protected_resource_metadata as metadata
+    from governance.identity.authentication import protected_resource_metadata as metadata
 
     if settings.SAGA_AUTH_MODE != "jwt":
         return JsonResponse(

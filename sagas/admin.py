@@ -2,7 +2,7 @@
 
 State is never edited here: the model pages are read-only, and every console action (approve, reject, run ready
 nodes, retry, force retry, roll back, retry compensation, commit) calls the same coordinator function the MCP
-tool calls, as the signed-in operator's Principal (governance.operators.principal_for_user). Refusals come back
+tool calls, as the signed-in operator's Principal (governance.identity.operators.principal_for_user). Refusals come back
 as ServiceError and are shown with their message, which says what to do next. Console URLs, under
 /admin/sagas/saga/: approvals/, approvals/decide/, recovery/, policy/, <saga>/detail/, <saga>/verify/,
 <saga>/do/<operation>/, <saga>/nodes/<node>/retry/. Each action is a GET confirmation page and a POST that acts,
@@ -26,9 +26,9 @@ from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 
 from governance.errors import ServiceError
-from governance.identity import Principal
-from governance.operators import principal_for_user
-from governance.rbac import can
+from governance.identity.operators import principal_for_user
+from governance.identity.principal import Principal
+from governance.identity.rbac import can
 from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
 from sagas import coordinator, previews, selectors
 from sagas.console import dag, detail, queues

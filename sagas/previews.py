@@ -11,9 +11,9 @@ from collections import Counter
 from typing import Any
 
 from audit.models import AuditEvent, EventType
-from governance.identity import Principal
-from governance.policy import risk_units
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
+from governance.policy.engine import risk_units
 from registry.contracts import has_compensation
 from sagas.errors import InvalidTransition
 from sagas.models import Saga, Step

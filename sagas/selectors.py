@@ -13,9 +13,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from audit.chain import verify_chain
 from audit.models import AuditEvent
-from governance import policy as governance_policy
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
+from governance.policy import engine as governance_policy
 from sagas import shapes
 from sagas.approval_context import waiting_contexts
 from sagas.coordinator._tx import parse_uuid, tenant_sagas

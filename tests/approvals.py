@@ -7,7 +7,7 @@ import json
 import re
 from typing import Any
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga
 from tests.contracts import http_contract, register

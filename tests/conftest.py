@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from tests.httpserver import RecordingHTTPServer
 
 

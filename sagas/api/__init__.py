@@ -3,8 +3,8 @@
 Invariants and the tests that pin them:
 - one engine: every view runs the MCP tool table's validation model, RBAC operation and handler (or a selector),
   so REST accepts, refuses and answers exactly as MCP does (tests/api/test_saga_lifecycle.py);
-- one identity: bearer tokens through governance.auth.authenticate, console sessions through principal_for_user;
-  no identity answers 401 with WWW-Authenticate (tests/api/test_authentication.py);
+- one identity: bearer tokens through governance.identity.authentication, console sessions through
+  principal_for_user; no identity answers 401 with WWW-Authenticate (tests/api/test_authentication.py);
 - tenancy: another tenant's saga is "Saga not found" (404) everywhere and never appears in a list
   (tests/api/test_tenant_isolation_and_roles.py, and the schema fuzz in tests/api/test_schema_fuzz.py);
 - errors: every refusal is {"error": {"code", "message"}} with a status from sagas.api.errors; bad JSON or wrong

@@ -1,8 +1,8 @@
 """Who is calling the REST API: the same Principal as MCP and A2A, from a bearer token or a console session.
 
-- `Authorization: Bearer <token>` goes through governance.auth.authenticate (static or JWT verification), exactly
-  as /mcp and /a2a do; a refused token answers 401 with the verifier's WWW-Authenticate challenge.
-- A logged-in console user (the browsable API from the admin) acts as governance.operators.principal_for_user
+- `Authorization: Bearer <token>` goes through governance.identity.authentication (static or JWT verification),
+  exactly as /mcp and /a2a do; a refused token answers 401 with the verifier's WWW-Authenticate challenge.
+- A logged-in console user (the browsable API from the admin) acts as governance.identity.operators.principal_for_user
   says: same tenant and role as in the admin. DRF's SessionAuthentication keeps CSRF on for unsafe methods.
 - SAGA_AUTH_MODE=none: a caller with neither is the anonymous local admin, as on every other surface.
 
@@ -20,10 +20,10 @@ from rest_framework.authentication import BaseAuthentication, SessionAuthenticat
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
 
-from governance.auth import anonymous_principal, authenticate
 from governance.errors import AuthenticationFailed
-from governance.identity import Principal
-from governance.operators import principal_for_user
+from governance.identity.authentication import anonymous_principal, authenticate
+from governance.identity.operators import principal_for_user
+from governance.identity.principal import Principal
 
 if TYPE_CHECKING:  # rest_framework.views imports the authentication classes named in settings
     from rest_framework.views import APIView

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from rest_framework import exceptions
 from rest_framework.request import Request
 
-from governance.rbac import authorize
+from governance.identity.rbac import authorize
 from sagas.api.authentication import request_principal
 from sagas.api.serializers import list_fields
 from sagas.errors import InvalidInput

@@ -8,8 +8,8 @@ from typing import Any
 
 from django.db.models import Q
 
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas import shapes
 from sagas.approval_context import ApprovalContext, approval_contexts
 from sagas.errors import InvalidInput

@@ -2,5 +2,5 @@
 the saga detail with its DAG picture, the dashboard and the policy page.
 
 Reads only: every change an operator makes goes through sagas.coordinator. Every function takes the acting
-Principal (governance.operators.principal_for_user) and sees that principal's tenant alone.
+Principal (governance.identity.operators.principal_for_user) and sees that principal's tenant alone.
 """

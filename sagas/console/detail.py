@@ -18,9 +18,9 @@ from django.utils.safestring import SafeString
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance import kill_switch
-from governance.identity import Principal
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from governance.models import KillSwitch
-from governance.rbac import authorize
 from sagas import selectors
 from sagas.approval_context import ApprovalContext, approval_contexts
 from sagas.console import dag

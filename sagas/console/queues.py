@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.models import EventType as E
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas import selectors
 from sagas.approval_context import ApprovalContext, approval_contexts, pending_of, waiting_contexts
 from sagas.coordinator._tx import parse_uuid, tenant_sagas

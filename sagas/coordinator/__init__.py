@@ -1,7 +1,7 @@
 """The coordinator: the only code that changes saga, node, step, approval or checkpoint state.
 
 Every surface (MCP, A2A, REST, admin, Celery tasks, management commands) translates into these functions. Each
-public function takes keyword-only arguments including `actor` (a governance.identity.Principal), runs its state
+public function takes keyword-only arguments including `actor` (a governance Principal), runs its state
 changes in short durable transactions that lock the saga row first, writes the audit event of every change in the
 same transaction, and never performs a side effect inside a transaction.
 

@@ -12,8 +12,8 @@ from typing import Any
 from audit import telemetry
 from audit.models import EventType as E
 from governance import kill_switch
-from governance import policy as governance_policy
-from governance.policy_engine import Decision, PolicyInput
+from governance.policy import engine as governance_policy
+from governance.policy.facts import Decision, PolicyInput
 from registry.errors import RegistryError
 from registry.selectors import action_get
 from sagas.coordinator import gates

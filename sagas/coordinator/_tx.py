@@ -23,7 +23,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit import chain, telemetry
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.models import KillSwitch
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Node, Saga, Step
@@ -222,7 +222,7 @@ def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
 def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[Tx | None]:
     """A transaction on any tenant's saga as the coordinator itself (sweeps). With skip_locked, a saga another
     process holds is skipped (None) rather than waited for: PostgreSQL FOR NO KEY UPDATE SKIP LOCKED."""
-    from governance.identity import system_principal
+    from governance.identity.principal import system_principal
 
     with transaction.atomic(durable=True):
         query = _with_kill_switch(Saga.objects.filter(pk=saga_id))

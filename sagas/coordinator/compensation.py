@@ -18,8 +18,8 @@ from django.db.models.functions import Now
 
 from audit import telemetry
 from audit.models import EventType as E
-from governance.identity import Principal, system_principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal, system_principal
+from governance.identity.rbac import authorize
 from registry.actions import InvocationContext
 from registry.contracts import (
     backoff_seconds,

@@ -7,7 +7,7 @@ forward. Every surface returns them as an error result (MCP `isError`, A2A faile
 
 from __future__ import annotations
 
-from governance.policy_engine import Decision
+from governance.policy.facts import Decision
 from sagas.errors import ApprovalRequired, SagaError
 
 DO_NOT_WORK_AROUND = (

@@ -7,8 +7,8 @@ from typing import Any
 
 from audit.models import EventType as E
 from governance import kill_switch
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas.coordinator import _policy, gates
 from sagas.coordinator._tx import locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition

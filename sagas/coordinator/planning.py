@@ -12,8 +12,8 @@ from audit import telemetry
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas.coordinator import _actions, _graph, _policy
 from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
 from sagas.errors import InvalidInput, InvalidTransition, NotFound, SagaError

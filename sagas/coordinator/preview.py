@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from audit.models import EventType as E
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from registry.errors import ActionFailure
 from registry.preview import preview_request
 from sagas.coordinator import _actions, _policy

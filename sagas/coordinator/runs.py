@@ -16,8 +16,8 @@ from typing import Any
 from django.utils import timezone
 
 from audit.models import EventType as E
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas.coordinator import _policy
 from sagas.coordinator._tx import locked_saga
 from sagas.coordinator.execution import dispatch_ready

@@ -2,8 +2,8 @@
 
 Invariants:
 - authentication happens once per request, before the protocol layer, and yields one Principal
-  (governance.auth.authenticate); tools never read identity from arguments or headers themselves;
-- each operation names its RBAC operation (governance.rbac.OPERATIONS) and the coordinator checks it again, so a
+  (governance.identity.authentication.authenticate); tools never read identity from arguments or headers themselves;
+- each operation names its RBAC operation (governance.identity.rbac) and the coordinator checks it again, so a
   protocol client can do nothing an admin with the same permissions could not;
 - handlers call coordinator or selector functions only and never write to the ORM; every ORM unit runs off the
   event loop on the request's own thread and closes its connections (orm.py);

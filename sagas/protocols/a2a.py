@@ -40,8 +40,8 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import ValidationError
 
 from governance.errors import Forbidden, ServiceError
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas.protocols.a2a_tasks import principal_of
 from sagas.protocols.mcp_tools import TOOLS, Args, BeginArgs, Tool
 from sagas.protocols.orm import run_orm
@@ -56,7 +56,7 @@ EXAMPLE_PARTS = '"parts": [{"data": {"operation": "begin", "metadata": {}}}]'
 # The SDK client and most peers send contextId as a UUID; the bound keeps the indexed column's size honest.
 MAX_CONTEXT_ID_LENGTH = 200
 
-# operation -> its MCP tool. Each operation's name is also its RBAC operation (governance.rbac.OPERATIONS).
+# operation -> its MCP tool. Each operation's name is also its RBAC operation (governance.identity.rbac.OPERATIONS).
 OPERATIONS: dict[str, Tool] = {
     operation: TOOLS[tool]
     for operation, tool in {

@@ -1,6 +1,6 @@
 """A2A 1.0 over HTTP: the public agent card and JSON-RPC at /a2a, served by the official a2a-sdk handler.
 
-What is ours here is thin: the card (from settings), the bearer gate (sagas.protocols.http_auth, one Principal per
+What is ours here is thin: the card (from settings), the bearer gate (governance.identity.http, one Principal per
 request), the call-context builder that hands that Principal to the SDK, the request context builder that refuses
 malformed commands before any task exists, a Content-Type check the SDK does not make, and CancelTask's refusal.
 """
@@ -47,10 +47,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from governance.identity import Principal
+from governance.identity.http import BearerAuth, request_principal
+from governance.identity.principal import Principal
 from sagas.protocols.a2a import CANCEL_REFUSAL, JSON_MEDIA_TYPE, PROTOCOL_VERSION, SagaAgentExecutor, parse_command
 from sagas.protocols.a2a_tasks import PRINCIPAL_KEY, DjangoTaskStore
-from sagas.protocols.http_auth import BearerAuth, request_principal
 
 RPC_PATH = "/a2a"
 TASK_NOT_CONTINUED = (
@@ -270,7 +270,7 @@ def _card_routes(card: AgentCard) -> list[BaseRoute]:
 
 async def _resource_metadata(request: Request) -> Response:
     """RFC 9728 metadata for /a2a (JWT mode), where BearerAuth's 401 challenge points."""
-    from governance.auth import protected_resource_metadata
+    from governance.identity.authentication import protected_resource_metadata
 
     if settings.SAGA_AUTH_MODE != "jwt":
         error = {"error": "not_found", "error_description": "No OAuth authorization server: SAGA_AUTH_MODE is not jwt."}

@@ -21,7 +21,7 @@ from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas.models import A2ATask
 from sagas.protocols.orm import run_orm
 

@@ -1,7 +1,7 @@
 """The MCP surface: the official SDK's low-level Server, our tool table, strict arguments, structured results.
 
 Transport (Streamable HTTP in both protocol eras, stdio), framing, sessions and version negotiation belong to the
-SDK. Identity comes from sagas.protocols.http_auth (HTTP) or the local process (stdio). Each call: validate the
+SDK. Identity comes from governance.identity.http (HTTP) or the local process (stdio). Each call: validate the
 arguments strictly, check the RBAC operation, run the handler as one ORM unit off the event loop, answer with
 structuredContent (plus the same JSON as text), or with isError and a message written for an LLM. A tool name
 that tools/list does not show is a JSON-RPC error (-32602) instead: no tool ran.
@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from audit import telemetry
 from governance.errors import ServiceError
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
 from sagas.protocols.mcp_tools import TOOLS, Tool, argument_problems
 from sagas.protocols.orm import run_orm

@@ -9,7 +9,7 @@ from django.conf import settings
 from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
-from sagas.protocols.http_auth import BearerAuth, request_principal
+from governance.identity.http import BearerAuth, request_principal
 from sagas.protocols.mcp import build_server
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from governance.identity import Principal
-from governance.rbac import authorize
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
 from registry.errors import RegistryError
 from registry.selectors import action_detail, action_get, action_list, action_summary
 from sagas import coordinator, previews, selectors, shapes

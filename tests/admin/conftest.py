@@ -1,7 +1,7 @@
 """Operator console fixtures: staff accounts with a tenant and role, and sagas in the states the screens show.
 
-Accounts get exactly what an SSO operator gets (governance.oidc): staff, the view permissions of our apps, and an
-OperatorProfile naming tenant and role. Sagas are built through the coordinator, as every test here does.
+Accounts get exactly what an SSO operator gets (governance.identity.oidc): staff, the view permissions of our apps, and
+an OperatorProfile naming tenant and role. Sagas are built through the coordinator, as every test here does.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.contrib.messages import get_messages
 from django.http import HttpResponse
 from django.test import Client
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.models import OperatorProfile
 from sagas import coordinator
 from sagas.models import Node, Saga

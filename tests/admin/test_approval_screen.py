@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.test import Client
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Approval, Node, Saga
 from sagas.states import ApprovalStatus, NodeStatus, SagaStatus

@@ -7,7 +7,7 @@ import re
 from django.contrib.auth.models import User
 from django.test import Client
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage
 from governance.models import OperatorProfile
 from sagas import coordinator

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.test import Client
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage
 from governance.models import KillSwitch
 from sagas import coordinator

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.test import Client
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.models import OperatorProfile
 from sagas import coordinator
 

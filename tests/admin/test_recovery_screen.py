@@ -7,7 +7,7 @@ from django.db.models import F
 from django.test import Client
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus, SagaStatus, StepStatus

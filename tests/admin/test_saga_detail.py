@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.test import Client
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.console import dag
 from sagas.models import Node, Saga

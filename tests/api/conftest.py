@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from tests.conftest import make_principal
 
 TOKENS = {

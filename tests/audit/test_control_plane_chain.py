@@ -23,10 +23,10 @@ from django.test import Client
 from audit import control_plane
 from audit.chain import verify_chain
 from audit.models import AuditEvent, ControlPlaneChain, EventType
-from governance import policy
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch, OperatorProfile
+from governance.policy import engine as policy
 from registry.models import ActionDefinition
 from tests.audit.helpers import run_verify_audit
 from tests.contracts import http_contract

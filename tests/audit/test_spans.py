@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.audit.helpers import run_verify_audit
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CALLER = """
 import django, sys
 django.setup()
-from governance.identity import local_principal
+from governance.identity.principal import local_principal
 from sagas import coordinator
 actor = local_principal()
 saga = coordinator.saga_begin(actor=actor)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.coordinator import recovery
 from sagas.models import Node

@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connections
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from registry.services import registry_load_file
 from sagas import coordinator, selectors
 from sagas.models import Step

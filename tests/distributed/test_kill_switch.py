@@ -9,7 +9,7 @@ from django.core.management import call_command
 
 from audit.models import AuditEvent
 from governance.errors import Forbidden
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage, kill_switch_release
 from sagas import coordinator
 from sagas.errors import SagaError

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from audit import telemetry
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

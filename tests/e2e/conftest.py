@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Permission, User
 
+from governance.identity.oidc import VIEW_PERMISSION_APPS
 from governance.models import OperatorProfile
-from governance.oidc import VIEW_PERMISSION_APPS
 
 # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls are still plain
 # synchronous code between browser steps, so Django's async-context guard is lifted for this process only.
@@ -56,7 +56,7 @@ def operator_user(transactional_db: None) -> User:
     """A console operator of tenant acme (the operator persona's tenant)."""
     user = User.objects.create_user("vera", password=PASSWORD, is_staff=True)
     OperatorProfile.objects.create(user=user, tenant_id="acme", role="operator")
-    # What an SSO login grants (governance.oidc): the view permissions on saga data; state changes go through
+    # What an SSO login grants (governance.identity.oidc): the view permissions on saga data; state changes go through
     # the coordinator with the profile's role, not through model permissions.
     user.user_permissions.add(
         *Permission.objects.filter(content_type__app_label__in=VIEW_PERMISSION_APPS, codename__startswith="view_")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga
 from sagas.states import NodeStatus, SagaStatus

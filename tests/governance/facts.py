@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from governance.policy_engine import PolicyInput
+from governance.policy.facts import PolicyInput
 
 
 def policy_facts(**overrides: Any) -> PolicyInput:

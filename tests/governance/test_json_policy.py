@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from governance.policy_engine import JsonPolicy, PolicyFileError, policy_schema
+from governance.policy.facts import PolicyFileError
+from governance.policy.json_rules import JsonPolicy, policy_schema
 from tests.governance.facts import policy_facts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from governance.auth import authenticate
 from governance.errors import AuthenticationFailed
-from governance.tokens import JWKSCache
+from governance.identity.authentication import authenticate
+from governance.identity.tokens import JWKSCache
 from tests.governance.jwks import AUDIENCE, ISSUER, JWKSServer, SigningKey
 
 

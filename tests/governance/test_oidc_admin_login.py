@@ -26,7 +26,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpResponse
 from django.test import Client
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.models import OperatorProfile
 from sagas import coordinator
 

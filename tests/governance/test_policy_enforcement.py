@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.errors import SagaError
 from sagas.models import Node, Step

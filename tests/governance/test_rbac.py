@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from governance.errors import Forbidden
-from governance.identity import Principal
-from governance.rbac import OPERATIONS, Capability, authorize, capabilities
+from governance.identity.principal import Principal
+from governance.identity.rbac import OPERATIONS, Capability, authorize, capabilities
 from sagas import coordinator, selectors
 from sagas.states import SagaStatus
 from tests.conftest import make_principal

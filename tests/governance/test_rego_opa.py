@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from regopy import Interpreter
 
-from governance.policy_engine import JsonPolicy, PolicyFileError, PolicyInput
-from governance.policy_rego import OpaPolicy, RegoPolicy
+from governance.policy.facts import PolicyFileError, PolicyInput
+from governance.policy.json_rules import JsonPolicy
+from governance.policy.opa import OpaPolicy
+from governance.policy.rego import RegoPolicy
 from tests.governance.facts import policy_facts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from governance.auth import authenticate
 from governance.errors import AuthenticationFailed
-from governance.tokens import StaticTokenVerifier
+from governance.identity.authentication import authenticate
+from governance.identity.tokens import StaticTokenVerifier
 
 TOKENS = {
     "tokens": {

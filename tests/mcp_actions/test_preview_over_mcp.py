@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from audit.chain import verify_chain
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node
 from sagas.previews import preview_report

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from audit.canonical import sha256_hex
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node, Step
 from sagas.states import NodeStatus, SagaStatus, StepStatus

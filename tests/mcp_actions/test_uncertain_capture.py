@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Step
 from sagas.states import SagaStatus, StepStatus

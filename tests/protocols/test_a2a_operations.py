@@ -8,7 +8,7 @@ from a2a.helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Message, Part, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
-from governance.rbac import OPERATIONS as RBAC
+from governance.identity.rbac import OPERATIONS as RBAC
 from sagas.protocols.a2a import OPERATIONS, parse_command
 from sagas.protocols.mcp_tools import TOOLS, PlanArgs, RunArgs
 

@@ -9,7 +9,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from sagas.protocols.http_auth import BearerAuth, request_principal
+from governance.identity.http import BearerAuth, request_principal
 
 
 def _app() -> BearerAuth:

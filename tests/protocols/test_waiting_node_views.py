@@ -12,7 +12,7 @@ from typing import Any
 
 import jsonschema
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas.protocols import a2a, mcp
 from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.approval_context import approval_context
 from sagas.models import Approval, Node

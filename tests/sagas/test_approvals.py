@@ -6,7 +6,7 @@ import pytest
 
 from audit.models import AuditEvent
 from governance.errors import Forbidden
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.errors import SagaError
 from sagas.models import Approval, Node

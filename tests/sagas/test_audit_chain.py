@@ -4,7 +4,7 @@ import json
 
 from audit.chain import verify_chain
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

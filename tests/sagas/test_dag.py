@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.errors import NotFound, SagaError
 from sagas.models import Node

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage
 from sagas import coordinator
 from sagas.errors import SagaError

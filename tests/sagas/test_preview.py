@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from audit.chain import verify_chain
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.errors import SagaError
 from sagas.models import Node, Saga, Step

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from audit.models import AuditEvent
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus, SagaStatus

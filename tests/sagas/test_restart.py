@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FIRST_PROCESS = """
 import django, json
 django.setup()
-from governance.identity import local_principal
+from governance.identity.principal import local_principal
 from registry.services import registry_load_file
 from sagas import coordinator
 actor = local_principal()
@@ -34,7 +34,7 @@ print(json.dumps({"saga_id": str(saga.id)}))
 SECOND_PROCESS = """
 import django, json, sys
 django.setup()
-from governance.identity import local_principal
+from governance.identity.principal import local_principal
 from sagas import coordinator
 actor = local_principal()
 coordinator.saga_run_ready(actor=actor, saga_id=sys.argv[1])

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.db import connection
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

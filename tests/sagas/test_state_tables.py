@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.states import (
     NODE_TRANSITIONS,

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from registry.services import registry_load_file
 from sagas import coordinator
 from sagas.errors import ActionFailedPermanent

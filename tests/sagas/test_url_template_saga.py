@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from registry.contracts import definition_hash
 from registry.services import registry_load_file
 from sagas import coordinator

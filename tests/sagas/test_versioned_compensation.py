@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from registry.errors import RegistryError
 from registry.models import ActionDefinition
 from sagas import coordinator

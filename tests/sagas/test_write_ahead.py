@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Step
 from sagas.states import StepStatus

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from audit.control_plane import cli_actor
-from governance.identity import Principal, local_principal
+from governance.identity.principal import Principal, local_principal
 from governance.kill_switch import engaged, kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from mcp.server.stdio import stdio_server
 
-from governance.identity import local_principal
+from governance.identity.principal import local_principal
 from sagas.dispatch import uses_celery
 from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.mcp import build_server

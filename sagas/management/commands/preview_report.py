@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governance.errors import ServiceError
-from governance.identity import system_principal
+from governance.identity.principal import system_principal
 from sagas.models import Saga
 from sagas.previews import preview_report
 

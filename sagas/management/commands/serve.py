@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from governance.auth import token_verifier
+from governance.identity.authentication import token_verifier
 from registry.errors import RegistryError
 from registry.services import registry_load_file
 from saga_project.checks import configuration_report

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from governance.errors import AuthenticationFailed
-from governance.identity import Principal
-from governance.tokens import JWTVerifier, StaticTokenVerifier, TokenVerifier
+from governance.identity.principal import Principal
+from governance.identity.tokens import JWTVerifier, StaticTokenVerifier, TokenVerifier
 
 ANONYMOUS_PRINCIPAL_ID = "anonymous-local"
 
@@ -62,7 +62,7 @@ def authenticate(authorization: str | None, *, protocol: str) -> Principal:
 
 def protected_resource_metadata(resource_path: str = "/mcp") -> dict[str, object]:
     """RFC 9728 metadata for a protected endpoint: which authorization server issues tokens for it."""
-    from governance.rbac import SCOPE_CAPABILITIES
+    from governance.identity.rbac import SCOPE_CAPABILITIES
 
     return {
         "resource": settings.SAGA_PUBLIC_URL.rstrip("/") + resource_path,

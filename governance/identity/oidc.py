@@ -30,9 +30,9 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from governance.errors import AuthenticationFailed
-from governance.identity import Principal
+from governance.identity.principal import Principal
+from governance.identity.tokens import principal_from_claims
 from governance.models import OperatorProfile, OperatorRole
-from governance.tokens import principal_from_claims
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Bearer token verification: a static token file for development and CI, or OAuth/OIDC JWT access tokens.
 
-Both produce a governance.identity.Principal or raise AuthenticationFailed with a message saying what was wrong.
+Both produce a Principal or raise AuthenticationFailed with a message saying what was wrong.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.errors import AuthenticationFailed
-from governance.identity import Principal
+from governance.identity.principal import Principal
 
 # JWKS fetches wait at most this long: a slow identity provider must not hold requests hostage.
 JWKS_TIMEOUT_SECONDS = 5.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from governance.errors import Forbidden
-from governance.identity import Principal
+from governance.identity.principal import Principal
 
 
 class Capability(StrEnum):

@@ -10,15 +10,15 @@ from django.conf import settings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import telemetry
-from governance.auth import authenticate
 from governance.errors import AuthenticationFailed
-from governance.identity import Principal
+from governance.identity.authentication import authenticate
+from governance.identity.principal import Principal
 
 current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("current_principal", default=None)
 
 
 class BearerAuth:
-    """Authenticates every HTTP request with governance.auth.authenticate before the protocol app sees it."""
+    """Authenticates every HTTP request (governance.identity.authentication) before the protocol app sees it."""
 
     def __init__(self, app: ASGIApp, *, protocol: str, resource_path: str) -> None:
         self.app = app

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 
-from governance.identity import Principal
+from governance.identity.principal import Principal
 
 
 def principal_for_user(user: Any) -> Principal | None:

@@ -1,13 +1,13 @@
 """Tenant governance: may THIS action, resource and risk happen NOW? (docs/policy_governance.md)
 
 Backends by SAGA_POLICY_MODE: `none` (default: nothing is restricted, so upgrading never silently restricts),
-`json` (a schema-validated file, governance.policy_engine), `opa` (an OPA server) and `rego` (the same Rego
-evaluated in-process; governance.policy_rego). The coordinator calls `evaluate` at plan, execute,
-run (per saga and again per node right before its side effect), approve, retry and commit, and audits every
+`json` (a schema-validated file, governance.policy.json_rules), `opa` (an OPA server) and `rego` (the same Rego
+evaluated in-process; governance.policy.rego, governance.policy.opa). The coordinator calls `evaluate` at plan,
+execute, run (per saga and again per node right before its side effect), approve, retry and commit, and audits every
 decision; rollback and rejection are never subject to business policy.
 
 A reload that changes the policy in force is recorded in the deployment's control-plane audit chain
-(governance.policy_revision), once per change whatever the number of processes.
+(governance.policy.revision), once per change whatever the number of processes.
 """
 
 from __future__ import annotations
@@ -21,16 +21,17 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.db import DatabaseError, transaction
 
-from governance import policy_revision
-from governance.policy_engine import Decision, JsonPolicy, PolicyInput
-from governance.policy_rego import OpaPolicy, RegoPolicy
+from governance.policy import revision as policy_revision
+from governance.policy.facts import DEFAULT_RISK_WEIGHTS, Decision, PolicyInput
+from governance.policy.json_rules import JsonPolicy
+from governance.policy.opa import OpaPolicy
+from governance.policy.rego import RegoPolicy
 
 logger = logging.getLogger(__name__)
 
 PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 
 BACKEND_NONE = "none"
-DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
 
 _lock = threading.Lock()
 _loaded: dict[str, Any] = {"key": None, "engine": None}

@@ -23,8 +23,9 @@ from django.conf import settings
 from audit import control_plane
 from audit.canonical import sha256_hex
 from audit.models import EventType
-from governance.policy_engine import JsonPolicy
-from governance.policy_rego import OpaPolicy, RegoPolicy
+from governance.policy.json_rules import JsonPolicy
+from governance.policy.opa import OpaPolicy
+from governance.policy.rego import RegoPolicy
 
 PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 

@@ -12,76 +12,25 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from governance.errors import ServiceError
+from governance.policy.facts import (
+    DEFAULT_RISK_WEIGHTS,
+    FORWARD_PHASES,
+    RISK_ORDER,
+    UNSAFE_REVERSIBILITY,
+    Decision,
+    PolicyFileError,
+    PolicyInput,
+)
 
 SCHEMA_PATH = Path(__file__).with_name("governance_policy.schema.json")
-RISK_ORDER = {"low": 0, "medium": 1, "high": 2, "critical": 3}
-DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
 WILDCARD = "*"
-# Phases that start or commit to new forward work: the only ones budgets and thresholds apply to.
-FORWARD_PHASES = frozenset({"plan", "execute", "run"})
-# Reversibility values that need approval when a tenant sets irreversible_requires_approval ("unknown" is treated
-# as a mutation nobody can undo).
-UNSAFE_REVERSIBILITY = frozenset({"irreversible", "unknown"})
-
-
-class PolicyFileError(ServiceError):
-    code = "INVALID_POLICY_FILE"
-
-
-@dataclass(frozen=True)
-class PolicyInput:
-    """Everything a policy may look at: sanitized, payload-free, the same for every backend."""
-
-    tenant_id: str
-    principal_id: str
-    principal_type: str
-    roles: frozenset[str]
-    scopes: frozenset[str]
-    phase: str
-    action: str = ""
-    action_version: str = ""
-    action_kind: str = ""
-    domain: str = ""
-    operation: str = ""
-    resource: str = ""
-    risk: str = "low"
-    reversibility: str = "unknown"
-    saga_steps: int = 0
-    saga_planned_nodes: int = 0
-    saga_risk_units: int = 0
-    requested_parallel: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The document sent to OPA and evaluated by Rego (sorted lists keep it deterministic)."""
-        data = asdict(self)
-        data["roles"] = sorted(self.roles)
-        data["scopes"] = sorted(self.scopes)
-        return data
-
-
-@dataclass(frozen=True)
-class Decision:
-    effect: str  # allow | deny | require_approval
-    reason: str
-    backend: str
-    revision: str | None
-    matched_rules: tuple[str, ...] = ()
-    budget: str | None = None
-    decision_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-
-    @property
-    def allowed(self) -> bool:
-        return self.effect != "deny"
 
 
 @cache
@@ -146,7 +95,7 @@ class JsonPolicy:
 
     def evaluate(self, facts: PolicyInput) -> Decision:
         sections = self._sections(facts.tenant_id)
-        for step in (self._budgets, self._rules, self._thresholds):
+        for step in (self._over_budget, self._rules, self._thresholds):
             decided = step(facts, sections)
             if decided is not None:
                 return decided
@@ -163,7 +112,7 @@ class JsonPolicy:
             merged.update(section.get("budgets", {}))
         return merged
 
-    def _budgets(self, facts: PolicyInput, sections: list[dict[str, Any]]) -> Decision | None:
+    def _over_budget(self, facts: PolicyInput, sections: list[dict[str, Any]]) -> Decision | None:
         if facts.phase not in FORWARD_PHASES:
             return None
         budgets = self.budgets(facts.tenant_id)
