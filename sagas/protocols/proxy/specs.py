@@ -1,5 +1,7 @@
 """What a proxy configuration says, as plain values shared by the config loader, the downstream connections and
-the proxy server. Loading and validating a file into these is sagas.protocols.proxy.config's job."""
+the proxy server. Loading and validating a file into these is sagas.protocols.proxy.config's job. The values a
+classifier, a gate or a pack holds live with that code (registry.tool_classes, governance.policy.gates,
+registry.packs), which never imports sagas."""
 
 from __future__ import annotations
 
@@ -7,10 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from governance.policy.gates import GatePolicy
+from registry.packs import PackSet
+from registry.tool_classes import ClassRule
+
 Transport = Literal["stdio", "streamable_http"]
-# Sagaz's reversibility classes plus `read`, in the order a cautious reader ranks them.
-EffectClass = Literal["read", "R", "C", "I", "unknown"]
-GateAction = Literal["allow", "confirm", "block", "hide"]
 
 
 @dataclass(frozen=True)
@@ -33,43 +36,14 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
-class ClassRule:
-    """An operator's classification of a tool (glob on the tool name, optionally one server)."""
-
-    tool: str
-    effect_class: EffectClass
-    server: str = ""
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class GateRule:
-    """A gate for matching tools; beats the class map. Optionally limited to one tenant or client."""
-
-    tool: str
-    action: GateAction
-    server: str = ""
-    tenant: str = ""
-    client: str = ""
-
-
-@dataclass(frozen=True)
-class GatePolicy:
-    # Default: an irreversible call waits for an operator, everything else flows (and is recorded).
-    by_class: dict[str, GateAction] = field(
-        default_factory=lambda: {"read": "allow", "R": "allow", "C": "allow", "I": "confirm", "unknown": "allow"}
-    )
-    tools: tuple[GateRule, ...] = ()
-    confirm_timeout_seconds: float = 120.0
-
-
-@dataclass(frozen=True)
 class ProxyConfig:
     path: Path  # the file it came from (relative paths in it are resolved against its directory)
     servers: tuple[ServerSpec, ...]
     rules: tuple[ClassRule, ...] = ()
     gates: GatePolicy = field(default_factory=GatePolicy)
     preview: bool = False
-    pack_paths: tuple[Path, ...] = ()
+    capture: bool = True  # run compensation packs' capture reads; see PackSet.in_force
+    pack_paths: tuple[Path, ...] = ()  # the pack files named by `packs`, resolved against the config's directory
+    packs: PackSet = field(default_factory=PackSet)  # every pack, files and inline, loaded and validated
     max_result_bytes: int = 65536
     notes: tuple[str, ...] = ()  # things accepted but not used, said once at start (e.g. Sagaz's ledger.path)

@@ -1,0 +1,162 @@
+"""Reversibility classes of downstream MCP tools, decided before a proxied call runs, with the reason recorded.
+
+A class says what an undo can do about a call, like a contract's `semantic.reversibility`:
+
+    read      changes nothing; skipped by an undo, forwarded in preview
+    R         reversible: a known inverse undoes it
+    C         compensable: cannot be undone, only corrected afterwards (an email sent)
+    I         irreversible: no way back (money moved)
+    unknown   nothing decided; treated as a mutation everywhere (never forwarded in preview)
+
+The cascade, first hit wins, and its level is recorded as `source`:
+
+    rule                    the operator's rules (glob on the tool name, optional server), in file order
+    declared_compensation   a compensation pack entry or a `kind: mcp` contract declares the inverse -> R
+    annotation              `readOnlyHint: true` -> read
+    heuristic               the first word of the tool name (table below)
+    default                 nothing matched -> unknown
+
+The governing rule: R means "we know how to run the inverse". Only a declared inverse (or the operator) says so; a
+name or an annotation never proves reversibility. The one heuristic R (`create_*`, whose inverse is deleting what
+the result names) is capped to unknown by `destructiveHint: true`, and that capped answer is recorded with source
+`annotation` (the annotation decided it). Annotations are the server's own claims: a mutating tool that declares
+`readOnlyHint: true` IS classified read (and forwarded in preview); only an operator rule overrides that.
+
+Name heuristics look at the last segment of the name (after `.`, `/`, `:` or `__`), split into words at
+camelCase, `_` and `-`. A read verb first does not make a read when a mutating verb follows anywhere
+(`get_or_create_user` -> unknown). That is deliberately conservative: a noun spelled like a verb
+(`get_message`, `get_charge`) also lands on unknown, which a one-line rule fixes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+EffectClass = Literal["read", "R", "C", "I", "unknown"]
+EFFECT_CLASSES: tuple[EffectClass, ...] = ("read", "R", "C", "I", "unknown")
+ClassSource = Literal["rule", "declared_compensation", "annotation", "heuristic", "default"]
+
+_READ_VERBS = ("list", "get", "read", "search", "find", "fetch", "query", "describe", "show", "count", "check", "view")
+# First word -> class, with the why that goes into the reason. Read verbs are handled apart (see _by_name).
+_VERB_TABLE: tuple[tuple[EffectClass, str, tuple[str, ...]], ...] = (
+    ("R", "its inverse (delete what was created) follows from the result", ("create",)),
+    (
+        "C",
+        "it cannot be unsent, only corrected afterwards",
+        ("send", "post", "publish", "notify", "message", "reply", "comment"),
+    ),
+    (
+        "I",
+        "nothing undoes it once it has happened",
+        ("transfer", "pay", "charge", "execute", "drop", "wipe", "purge", "destroy"),
+    ),
+    (
+        "unknown",
+        "its inverse needs the previous state, which a name does not give",
+        ("update", "delete", "remove", "set", "patch", "put", "run"),
+    ),
+)
+_VERB_CLASSES: dict[str, tuple[EffectClass, str]] = {
+    verb: (effect_class, why) for effect_class, why, verbs in _VERB_TABLE for verb in verbs
+}
+_MUTATING_VERBS = frozenset(_VERB_CLASSES)
+_NAMESPACE_SEPARATORS = re.compile(r"__|[./:]")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_WORD_SEPARATORS = re.compile(r"[_\-\s]+")
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    """An operator's classification of a tool: `tool` is a name or a glob (`*` any run, `?` one character), as
+    the downstream server names it (before any proxy prefix); `server` limits it to one downstream."""
+
+    tool: str
+    effect_class: EffectClass
+    server: str = ""
+    reason: str = ""
+
+    def matches(self, tool: str, server: str) -> bool:
+        return (not self.server or self.server == server) and fnmatchcase(tool, self.tool)
+
+
+@dataclass(frozen=True)
+class Classification:
+    effect_class: EffectClass
+    source: ClassSource
+    reason: str
+
+
+def classify(
+    tool_name: str,
+    server: str,
+    annotations: Mapping[str, Any] | None,
+    rules: Sequence[ClassRule],
+    declared_inverse: bool,
+    *,
+    inverse_source: str = "",
+) -> Classification:
+    """The class of `tool_name` on `server` by the cascade above.
+
+    `annotations` are the tool's MCP annotations in wire form (`{"readOnlyHint": true, ...}`); `declared_inverse`
+    says whether a compensation pack entry or a `kind: mcp` contract declares this tool's inverse (the caller looks
+    both up; `inverse_source`, e.g. 'pack "demo-crm"', only goes into the reason).
+    """
+    for index, rule in enumerate(rules):
+        if rule.matches(tool_name, server):
+            scope = f"{rule.server}/{rule.tool}" if rule.server else rule.tool
+            return Classification(
+                rule.effect_class, "rule", rule.reason or f"rules[{index}] {scope} -> {rule.effect_class}"
+            )
+    if declared_inverse:
+        where = inverse_source or "a compensation pack or kind: mcp contract"
+        return Classification("R", "declared_compensation", f"{where} declares the inverse of {tool_name}")
+    if _hint(annotations, "readOnlyHint", "read_only_hint"):
+        return Classification("read", "annotation", "the server declares readOnlyHint: true")
+    return _by_name(tool_name, destructive=_hint(annotations, "destructiveHint", "destructive_hint"))
+
+
+def name_words(tool_name: str) -> list[str]:
+    """The lowercase words of a tool name's last segment: `gmail.sendEmail` -> ["send", "email"],
+    `crm__list_contacts` -> ["list", "contacts"], `DropTable` -> ["drop", "table"]."""
+    last = _NAMESPACE_SEPARATORS.split(tool_name)[-1]
+    spaced = _CAMEL_BOUNDARY.sub("_", last)
+    return [word.lower() for word in _WORD_SEPARATORS.split(spaced) if word]
+
+
+def _by_name(tool_name: str, *, destructive: bool) -> Classification:
+    words = name_words(tool_name)
+    verb = words[0] if words else ""
+    if verb in _READ_VERBS:
+        mutating = next((word for word in words[1:] if word in _MUTATING_VERBS), None)
+        if mutating is None:
+            return Classification("read", "heuristic", f"the name starts with {verb!r}, a read verb")
+        return Classification(
+            "unknown",
+            "heuristic",
+            f"the name starts with the read verb {verb!r} but also contains {mutating!r}, a mutating verb; "
+            "a name alone never proves what a call does",
+        )
+    if verb in _VERB_CLASSES:
+        effect_class, why = _VERB_CLASSES[verb]
+        if effect_class == "R" and destructive:
+            return Classification(
+                "unknown",
+                "annotation",
+                f"the name starts with {verb!r} (R by name) but the server declares destructiveHint: true, which "
+                "caps a name-based R at unknown",
+            )
+        return Classification(effect_class, "heuristic", f"the name starts with {verb!r}: {why}")
+    return Classification(
+        "unknown", "default", f"no rule, declared compensation, annotation or name heuristic decides {tool_name!r}"
+    )
+
+
+def _hint(annotations: Mapping[str, Any] | None, wire_name: str, python_name: str) -> bool:
+    # Only a literal true counts: a server sending "yes" or 1 has not declared anything we can rely on.
+    if not annotations:
+        return False
+    return annotations.get(wire_name, annotations.get(python_name)) is True

@@ -1,0 +1,277 @@
+"""Compensation packs: Sagaz's format loads, strict validation names every problem's path, two inverses for one
+tool are refused, lookup takes the most specific entry, and references render against a call's arguments, result
+and captured pre-state (the demo pack undoes the demo world for real)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from registry.errors import ActionFailure
+from registry.packs import PackError, PackSet, load_packs, parse_pack, render_references, tool_result_payload
+from registry.templating import template_problems
+from tests.proxy.conftest import EXAMPLES, SAGAZ, load_demo_world
+
+TOYBOX_PACK = SAGAZ / "packages" / "toybox" / "sagaz-pack.json"
+
+
+def _pack(*entries: dict[str, Any], name: str = "p") -> dict[str, Any]:
+    return {"name": name, "description": "test pack", "entries": list(entries)}
+
+
+def _entry(tool: str, inverse_tool: str = "undo", **extra: Any) -> dict[str, Any]:
+    return {"tool": tool, "inverse": {"tool": inverse_tool, "args": {"id": "$.args.id"}}, **extra}
+
+
+def _problems(document: Any) -> list[str]:
+    with pytest.raises(PackError) as caught:
+        parse_pack(document, "pack.json")
+    return caught.value.problems
+
+
+def test_sagaz_toybox_pack_loads_unchanged():
+    # given a pack in Sagaz's format: an inverse from the result, and two from a captured pre-state
+    packs = load_packs([TOYBOX_PACK])
+    # then every entry is there with its capture, inverse and note
+    create, delete, update = packs.entries
+    assert (create.pack, create.capture, create.inverse.args) == ("toybox-crm", None, {"id": "$.result.id"})
+    assert delete.capture is not None and delete.capture.tool == "get_contact"
+    assert delete.inverse.args["id"] == "$.pre_state.id" and update.inverse.tool == "update_contact"
+    assert packs.inverse_for("toybox", "delete_contact") is delete
+    assert packs.uncovered("toybox", ["list_contacts", "create_contact", "send_email"]) == [
+        "list_contacts",
+        "send_email",
+    ]
+
+
+def test_example_demo_pack_covers_the_demo_crm():
+    packs = load_packs([EXAMPLES / "demo_pack.json"])
+    tools = ["get_contact", "create_contact", "update_contact", "delete_contact", "send_email", "transfer_funds"]
+    assert packs.uncovered("demo", tools) == ["get_contact", "send_email", "transfer_funds"]
+
+
+BAD_PACKS = [
+    ([], "pack.json: a compensation pack is a JSON object"),
+    ({"name": "p", "description": "d"}, "pack.json: 'entries' is missing"),
+    ({**_pack(_entry("x")), "version": 2}, "pack.json: unknown key 'version'"),
+    (_pack(_entry("x"), name="my pack"), "pack.json: name: 'my pack' is not a pack name"),
+    ({**_pack(_entry("x")), "description": " "}, "pack.json: description: one non-empty line"),
+    (_pack(), "pack.json: entries: a list of at least one entry"),
+    (_pack({"tool": "x"}), "pack.json: entries[0]: 'inverse' is missing"),
+    (_pack(_entry("")), "pack.json: entries[0].tool: the tool to match"),
+    (_pack(_entry("x", server="a b")), "pack.json: entries[0].server: 'a b' is not a server name"),
+    (_pack(_entry("x", notes="typo")), "pack.json: entries[0]: unknown key 'notes'"),
+    (_pack(_entry("x", note="")), "pack.json: entries[0].note: when present, a non-empty note"),
+    (_pack({"tool": "x", "inverse": {"tool": "y"}}), "pack.json: entries[0].inverse: 'args' is missing"),
+    (_pack({"tool": "x", "inverse": {"tool": "y", "args": []}}), "pack.json: entries[0].inverse.args: an object"),
+    (
+        _pack({"tool": "x", "inverse": {"tool": "y", "args": {"id": "${input.id}"}}}),
+        "pack.json: entries[0].inverse.args.id: '${input.id}' is not a reference",
+    ),
+    (
+        _pack({"tool": "x", "inverse": {"tool": "y", "args": {"n": 3}}}),
+        "pack.json: entries[0].inverse.args.n: 3 is not a reference",
+    ),
+    (
+        _pack({"tool": "x", "inverse": {"tool": "y", "args": {"id": "$.input.id"}}}),
+        "pack.json: entries[0].inverse.args.id: '$.input.id' is not a reference; expected $.args.x or $.result.x",
+    ),
+    (
+        _pack(_entry("x", capture={"tool": "get", "args": {"id": "$.result.id"}})),
+        "pack.json: entries[0].capture.args.id: '$.result.id' reads $.result, which does not exist before the call",
+    ),
+    (
+        _pack({"tool": "x", "inverse": {"tool": "y", "args": {"n": "$.pre_state.name"}}}),
+        "pack.json: entries[0].inverse.args.n: reads $.pre_state but the entry declares no capture",
+    ),
+]
+
+
+@pytest.mark.parametrize(("document", "expected"), BAD_PACKS, ids=[expected for _, expected in BAD_PACKS])
+def test_bad_pack_is_refused_naming_the_path(document: Any, expected: str):
+    problems = _problems(document)
+    assert any(problem.startswith(expected) for problem in problems), problems
+
+
+def test_every_problem_of_a_pack_is_reported_at_once():
+    document = _pack({"tool": "", "inverse": {"tool": "y", "args": {"a": "x"}}}, {"tool": "z", "extra": 1})
+    assert [problem.split(":")[1].strip() for problem in _problems(document)] == [
+        "entries[0].tool",
+        "entries[0].inverse.args.a",
+        "entries[1]",
+        "entries[1]",
+    ]
+
+
+def test_two_inverses_for_one_tool_are_refused_naming_both(tmp_path: Path):
+    # given two pack files that both declare delete_contact for any server
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(_pack(_entry("delete_contact"), name="a")), encoding="utf-8")
+    second.write_text(json.dumps(_pack(_entry("create_contact"), _entry("delete_contact"), name="b")), encoding="utf-8")
+    # when they are loaded together
+    with pytest.raises(PackError) as caught:
+        load_packs([first, second])
+    # then the second declaration is refused, naming where the first one is
+    (problem,) = caught.value.problems
+    assert problem.startswith(f"{second} entries[1]: a second compensation for tool 'delete_contact'")
+    assert f"{first} entries[0] already declares one" in problem
+    assert caught.value.code == "INVALID_COMPENSATION_PACK" and "none was loaded" in caught.value.message
+
+
+def test_same_tool_on_different_servers_is_not_a_duplicate_but_a_reused_pack_name_is():
+    packs = load_packs([], [("one", _pack(_entry("delete_contact", server="crm"), _entry("delete_contact")))])
+    assert len(packs.entries) == 2
+    with pytest.raises(PackError, match="the pack name 'p' is already used by one"):
+        load_packs([], [("one", _pack(_entry("a"))), ("two", _pack(_entry("b")))])
+
+
+def test_lookup_takes_the_most_specific_entry():
+    # given a glob for any server, a glob for crm, and an exact name for any server
+    packs = load_packs(
+        [],
+        [
+            (
+                "p",
+                _pack(
+                    _entry("delete_*", "any_glob"),
+                    _entry("delete_*", "crm_glob", server="crm"),
+                    _entry("delete_contact", "exact"),
+                ),
+            )
+        ],
+    )
+    # then an exact name beats a glob, and a server-limited glob beats one for any server
+    assert packs.inverse_for("crm", "delete_contact").inverse.tool == "exact"
+    assert packs.inverse_for("crm", "delete_note").inverse.tool == "crm_glob"
+    assert packs.inverse_for("mail", "delete_note").inverse.tool == "any_glob"
+    assert packs.inverse_for("crm", "create_note") is None
+
+
+def test_two_equally_specific_globs_for_one_tool_are_refused_at_lookup():
+    packs = load_packs([], [("p", _pack(_entry("delete_*", "a"), _entry("*_contact", "b")))])
+    assert packs.conflicts("crm", ["delete_contact", "delete_note"]) == [
+        "tool 'delete_contact' on server 'crm' is covered by 2 equally specific compensation pack entries "
+        "(p entries[0], p entries[1]); an undo must not have to choose: narrow one (an exact tool name or a server)"
+    ]
+    with pytest.raises(PackError):
+        packs.inverse_for("crm", "delete_contact")
+
+
+def test_references_render_from_args_result_and_pre_state():
+    entry = load_packs([TOYBOX_PACK]).inverse_for("toybox", "update_contact")
+    assert entry is not None
+    # when the inverse is built from the call, its answer and the captured contact (a null company is a value)
+    pre_state = {"id": "c-1", "name": "Ada", "email": "ada@example.com", "company": None}
+    arguments = entry.inverse_arguments({"id": "c-1", "name": "Ada L."}, {"id": "c-1"}, pre_state)
+    # then
+    assert arguments == {"id": "c-1", "name": "Ada", "email": "ada@example.com", "company": None}
+    assert entry.capture_arguments({"id": "c-1", "name": "x"}) == {"id": "c-1"}
+
+
+def test_references_walk_nested_objects_and_lists():
+    scope = {"args": {"items": [{"sku": "a"}, {"sku": "b"}]}, "result": {"order": {"id": 7}}}
+    mapping = {"sku": "$.args.items.1.sku", "order": "$.result.order.id", "whole": "$.result"}
+    assert render_references(mapping, scope, "x") == {"sku": "b", "order": 7, "whole": {"order": {"id": 7}}}
+
+
+@pytest.mark.parametrize(
+    ("mapping", "scope", "detail"),
+    [
+        ({"id": "$.result.id"}, {"args": {}, "result": {"ok": True}}, "$.result has no 'id' (it is a dict)"),
+        (
+            {"id": "$.result.contact.id"},
+            {"args": {}, "result": {"contact": None}},
+            "$.result.contact has no 'id' (it is null)",
+        ),
+        ({"n": "$.pre_state.name"}, {"args": {}, "result": {}}, "no pre-state was captured for this call"),
+        ({"n": "$.args.items.5"}, {"args": {"items": [1]}}, "$.args.items has no '5' (it is a list)"),
+    ],
+)
+def test_missing_reference_is_a_permanent_failure(mapping: dict[str, str], scope: dict[str, Any], detail: str):
+    with pytest.raises(ActionFailure) as caught:
+        render_references(mapping, scope, "demo_pack.json entries[0].inverse.args")
+    failure = caught.value
+    assert (failure.code, failure.retryable) == ("PACK_REFERENCE_MISSING", False)
+    assert failure.message.startswith("demo_pack.json entries[0].inverse.args.")
+    assert detail in failure.message and "The inverse was not run" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("result", "payload"),
+    [
+        ({"structuredContent": {"id": "c-1"}, "content": [{"type": "text", "text": "{}"}]}, {"id": "c-1"}),
+        ({"content": [{"type": "image", "data": ""}, {"type": "text", "text": '{"id": 2}'}]}, {"id": 2}),
+        ({"content": [{"type": "text", "text": "created c-1"}]}, None),
+        ({"content": []}, None),
+    ],
+)
+def test_tool_result_payload(result: dict[str, Any], payload: Any):
+    assert tool_result_payload(result) == payload
+
+
+def test_pack_entries_translate_to_mcp_contract_templates():
+    create, delete, _ = load_packs([TOYBOX_PACK]).entries
+    # the mapping: $.args -> ${input}, $.result -> ${result}, $.pre_state -> ${pre_state}
+    assert create.as_mcp_contract_parts() == {
+        "compensation": {"tool": "delete_contact", "arguments": {"id": "${result.id}"}}
+    }
+    parts = delete.as_mcp_contract_parts()
+    assert parts["capture"] == {"tool": "get_contact", "arguments": {"id": "${input.id}"}}
+    assert parts["compensation"]["arguments"]["company"] == "${pre_state.company}"
+    # and the templates are ones the registry accepts where a contract puts them
+    assert template_problems(parts["compensation"], "compensation", allow_result=True, allow_pre_state=True) == []
+    assert template_problems(parts["capture"], "capture", allow_result=False) == []
+
+
+def test_in_force_without_captures_keeps_only_capture_less_entries():
+    packs = load_packs([TOYBOX_PACK])
+    assert [entry.tool for entry in packs.in_force(capture_enabled=False).entries] == ["create_contact"]
+    assert packs.in_force(capture_enabled=True) is packs
+
+
+def test_demo_pack_undoes_the_demo_world():
+    # given the real demo world (in-process, through the MCP client) with one contact, and the demo pack
+    world = load_demo_world()
+    state = world.World()
+    packs = load_packs([EXAMPLES / "demo_pack.json"])
+
+    async def session() -> dict[str, Any]:
+        async with Client(world.build_server(state)) as client:
+
+            async def call(tool: str, arguments: dict[str, Any]) -> Any:
+                result = await client.call_tool(tool, arguments)
+                assert not result.is_error, result
+                return tool_result_payload(result.model_dump(by_alias=True, mode="json"))
+
+            async def undone_call(tool: str, arguments: dict[str, Any]) -> None:
+                entry = packs.inverse_for("demo", tool)
+                assert entry is not None
+                pre_state = (
+                    await call(entry.capture.tool, entry.capture_arguments(arguments)) if entry.capture else None
+                )
+                result = await call(tool, arguments)
+                await call(entry.inverse.tool, entry.inverse_arguments(arguments, result, pre_state))
+
+            ada = await call("create_contact", {"name": "Ada", "email": "ada@example.com"})
+            before = copy.deepcopy(state.snapshot()["contacts"])
+            # when an update, a create and a delete are each followed by the inverse the pack renders
+            await undone_call("update_contact", {"id": ada["id"], "email": "ada@new.example"})
+            await undone_call("create_contact", {"name": "Alan", "email": "alan@example.com"})
+            await undone_call("delete_contact", {"id": ada["id"]})
+            return before
+
+    before = anyio.run(session)
+    # then the contacts are as before: the update restored, the created one gone, the deleted one back
+    # (under a new id: the demo world's create_contact takes no id)
+    after = list(state.snapshot()["contacts"].values())
+    assert [(c["name"], c["email"]) for c in after] == [(c["name"], c["email"]) for c in before.values()]
+
+
+def test_empty_pack_set_declares_nothing():
+    assert PackSet().inverse_for("s", "t") is None and PackSet().uncovered("s", ["t"]) == ["t"]
