@@ -1,7 +1,9 @@
-"""RBAC: which capability each operation needs, and which capabilities a principal holds.
+"""RBAC: which capabilities a principal holds, and the check that it holds the one a piece of work needs.
 
-One table for every surface (MCP tools, A2A operations, REST views, admin actions, commands): a surface names the
-operation, and the coordinator checks it again, so no surface can grant more than the table says.
+What each operation needs is said where the operation is defined: the operation table (sagas.operations.table)
+for every surface's operations, checked by sagas.operations.invoke before the handler runs, and the coordinator,
+selectors and kill switch for their own functions, checked again there. `authorize` names the operation only to
+say, in the refusal, what was not done.
 
 Capabilities come from roles (`viewer` < `operator` < `admin`) and from OAuth scopes
 (`semantic-saga:read|execute|admin`). When a token carries Semantic Saga scopes they are a ceiling: a user whose
@@ -23,47 +25,18 @@ class Capability(StrEnum):
     ADMIN = "admin"
 
 
-R, X, A = Capability.READ, Capability.EXECUTE, Capability.ADMIN
+READ, EXECUTE, ADMIN = Capability.READ, Capability.EXECUTE, Capability.ADMIN
 
 ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
-    "viewer": frozenset({R}),
-    "operator": frozenset({R, X}),
-    "admin": frozenset({R, X, A}),
+    "viewer": frozenset({READ}),
+    "operator": frozenset({READ, EXECUTE}),
+    "admin": frozenset({READ, EXECUTE, ADMIN}),
 }
 SCOPE_PREFIX = "semantic-saga:"
 SCOPE_CAPABILITIES: dict[str, frozenset[Capability]] = {
-    f"{SCOPE_PREFIX}read": frozenset({R}),
-    f"{SCOPE_PREFIX}execute": frozenset({R, X}),
-    f"{SCOPE_PREFIX}admin": frozenset({R, X, A}),
-}
-
-# operation -> the capability it needs. Names follow the A2A operations; MCP tools map onto them.
-OPERATIONS: dict[str, Capability] = {
-    "begin": X,
-    "execute": X,
-    "plan": X,
-    "run": X,
-    "approve": X,
-    "reject": X,
-    "retry": X,
-    "checkpoint": X,
-    "commit": X,
-    "rollback": X,
-    "get": R,
-    "list_sagas": R,
-    "timeline": R,
-    "audit": R,
-    "verify_audit": R,
-    "list_actions": R,
-    "get_action": R,
-    "policy_status": R,
-    "policy_decisions": R,
-    "preview_report": R,
-    "promote": X,
-    "load_actions": A,
-    "recover": A,
-    "kill_switch": A,
-    "policy_status_other_tenant": A,
+    f"{SCOPE_PREFIX}read": frozenset({READ}),
+    f"{SCOPE_PREFIX}execute": frozenset({READ, EXECUTE}),
+    f"{SCOPE_PREFIX}admin": frozenset({READ, EXECUTE, ADMIN}),
 }
 
 
@@ -78,19 +51,60 @@ def capabilities(principal: Principal) -> frozenset[Capability]:
     return from_roles | from_scopes
 
 
-def can(principal: Principal, operation: str) -> bool:
-    return OPERATIONS[operation] in capabilities(principal)
+# TRANSITIONAL (helper_ops, issue 16): callers still naming an operation instead of a capability; removed once
+# every caller passes the capability.
+_LEGACY = {
+    **dict.fromkeys(
+        [
+            "begin",
+            "execute",
+            "plan",
+            "run",
+            "approve",
+            "reject",
+            "retry",
+            "checkpoint",
+            "commit",
+            "rollback",
+            "promote",
+        ],
+        EXECUTE,
+    ),
+    **dict.fromkeys(
+        [
+            "get",
+            "list_sagas",
+            "timeline",
+            "audit",
+            "verify_audit",
+            "list_actions",
+            "get_action",
+            "policy_status",
+            "policy_decisions",
+            "preview_report",
+        ],
+        READ,
+    ),
+    **dict.fromkeys(["load_actions", "recover", "kill_switch", "policy_status_other_tenant"], ADMIN),
+}
 
 
-def authorize(principal: Principal, operation: str) -> None:
-    """Raise Forbidden unless the principal holds the capability `operation` needs."""
-    needed = OPERATIONS[operation]
+def can(principal: Principal, needed: Capability | str) -> bool:
+    if not isinstance(needed, Capability):
+        needed = _LEGACY[needed]
+    return needed in capabilities(principal)
+
+
+def authorize(principal: Principal, needed: Capability | str, operation: str = "") -> None:
+    """Raise Forbidden, naming `operation`, unless the principal holds the capability `needed`."""
+    if not isinstance(needed, Capability):
+        operation, needed = needed, _LEGACY[needed]
     if needed in capabilities(principal):
         return
     held = ", ".join(sorted(capabilities(principal))) or "none"
     raise Forbidden(
         message=f"{principal.principal_id} may not {operation.replace('_', ' ')}: it needs the '{needed}' capability "
-        f"(role {'operator' if needed == X else needed if needed == A else 'viewer'} or scope "
+        f"(role {'operator' if needed == EXECUTE else needed if needed == ADMIN else 'viewer'} or scope "
         f"{SCOPE_PREFIX}{needed}), and this principal holds: {held}. Nothing was done. Ask an admin of your "
         "tenant for the role, or use a token with that scope.",
         operation=operation,

@@ -1,4 +1,4 @@
-"""Request parsing for the REST views: bodies and query strings validated by the MCP tool table's models.
+"""Request parsing for the REST routes: bodies and query strings validated by the operations' argument models.
 
 Bodies are validated strictly (JSON types as sent: "5" is not an integer), query strings with conversion (they are
 text). Values the URL carries are added by the view and may not be repeated in the body or query. Text no database
@@ -13,11 +13,9 @@ from pydantic import BaseModel, ValidationError
 from rest_framework import exceptions
 from rest_framework.request import Request
 
-from governance.identity.rbac import authorize
-from sagas.api.authentication import request_principal
-from sagas.api.serializers import list_fields
+from sagas.api.schema import list_fields
 from sagas.errors import InvalidInput
-from sagas.protocols.mcp_tools import TOOLS, argument_problems, storable_problem
+from sagas.operations.arguments import argument_problems, storable_problem
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -29,7 +27,7 @@ def _validated(model: type[M], data: dict[str, Any], *, strict: bool) -> M:
     try:
         return model.model_validate(data, strict=strict)
     except ValidationError as error:
-        problems = argument_problems(error, "(body)")
+        problems = [problem.message for problem in argument_problems(error, root="(body)")]
         raise InvalidInput(
             "INVALID_ARGUMENTS",
             f"The request was refused: {'; '.join(problems)}. Nothing was created or changed. Fix the arguments "
@@ -96,11 +94,3 @@ def query_args(request: Request, model: type[M], **url: str) -> M:
         data[name] = values if name in repeatable else values[0]
     _storable({**data, **url}, "query")
     return _validated(model, {**data, **url}, strict=False)
-
-
-def run_tool(request: Request, tool_name: str, args: BaseModel) -> dict[str, Any]:
-    """The MCP tool's RBAC check and handler: one code path for every surface."""
-    tool = TOOLS[tool_name]
-    principal = request_principal(request)
-    authorize(principal, tool.operation)
-    return tool.handler(principal, args)

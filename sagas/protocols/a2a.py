@@ -1,8 +1,8 @@
 """The A2A surface: structured commands from peer agents, answered as durable tasks.
 
-A command is one A2A message with exactly one data part, `{"operation": ..., <that operation's fields>}`. The
-operation table maps each operation onto its MCP tool (sagas.protocols.mcp_tools): the same strict arguments model,
-the same handler, the same RBAC operation, the same result. Natural language is never executed.
+A command is one A2A message with exactly one data part, `{"operation": ..., <that operation's fields>}`, naming
+an operation of the table (sagas.operations.table): the same strict arguments model, RBAC capability, handler and
+result as the MCP tool. Natural language is never executed.
 
 - A malformed command is refused before any task exists (JSON-RPC -32602, raised from the request context builder
   in a2a_http), with a message naming every problem. Content the card does not declare (it declares only
@@ -41,9 +41,11 @@ from pydantic import ValidationError
 
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from sagas.operations.arguments import Args, BeginArgs, argument_problems
+from sagas.operations.invoke import invoke
+from sagas.operations.operation import Operation
+from sagas.operations.table import A2A_OPERATIONS
 from sagas.protocols.a2a_tasks import principal_of
-from sagas.protocols.mcp_tools import TOOLS, Args, BeginArgs, Tool
 from sagas.protocols.orm import run_orm
 
 logger = logging.getLogger("sagas.protocols.a2a")
@@ -56,33 +58,6 @@ EXAMPLE_PARTS = '"parts": [{"data": {"operation": "begin", "metadata": {}}}]'
 # The SDK client and most peers send contextId as a UUID; the bound keeps the indexed column's size honest.
 MAX_CONTEXT_ID_LENGTH = 200
 
-# operation -> its MCP tool. Each operation's name is also its RBAC operation (governance.identity.rbac.OPERATIONS).
-OPERATIONS: dict[str, Tool] = {
-    operation: TOOLS[tool]
-    for operation, tool in {
-        "begin": "begin_saga",
-        "execute": "execute_saga_step",
-        "plan": "plan_saga_step",
-        "run": "run_ready_steps",
-        "approve": "approve_saga_step",
-        "retry": "retry_saga_step",
-        "checkpoint": "checkpoint_saga",
-        "commit": "commit_saga",
-        "rollback": "rollback_saga",
-        "get": "get_saga",
-        "timeline": "get_saga_timeline",
-        "audit": "get_audit_events",
-        "verify_audit": "verify_audit_chain",
-        "list_actions": "list_actions",
-        "get_action": "get_action",
-        "policy_status": "get_policy_status",
-        "policy_decisions": "get_policy_decisions",
-        "list_sagas": "list_sagas",
-        "preview_report": "get_preview_report",
-        "promote": "promote_preview",
-    }.items()
-}
-
 CANCEL_REFUSAL = (
     "A2A tasks are not cancelable: Semantic Saga never interrupts a side effect halfway (it could leave the outside "
     'world changed with no record of it). To undo a saga\'s work, send {{"operation": "rollback", "saga_id": '
@@ -92,8 +67,7 @@ CANCEL_REFUSAL = (
 
 @dataclass(frozen=True)
 class Command:
-    operation: str
-    tool: Tool
+    operation: Operation[Any]
     args: Args
 
 
@@ -109,19 +83,21 @@ def parse_command(message: Message | None) -> Command:
     body = _command_object(list(message.parts))
     operation = body.pop("operation", None)
     if operation is None:
-        raise _invalid(f"the data part has no 'operation' (one of: {', '.join(OPERATIONS)})")
-    if not isinstance(operation, str) or operation not in OPERATIONS:
-        raise _invalid(f"unknown operation {operation!r} (one of: {', '.join(OPERATIONS)})")
-    tool = OPERATIONS[operation]
+        raise _invalid(f"the data part has no 'operation' (one of: {', '.join(A2A_OPERATIONS)})")
+    if not isinstance(operation, str) or operation not in A2A_OPERATIONS:
+        raise _invalid(f"unknown operation {operation!r} (one of: {', '.join(A2A_OPERATIONS)})")
+    found = A2A_OPERATIONS[operation]
     try:
-        args = tool.args.model_validate(body)
+        args = found.arguments.model_validate(body)
     except ValidationError as error:
-        problems = [_problem(tool, e) for e in error.errors(include_url=False)]
+        # A peer sees no input schema (the card shows examples): say which fields the operation takes.
+        takes = ["operation", *found.arguments.model_fields]
+        problems = argument_problems(error, root="(command)", takes=takes)
         raise _invalid(
-            f"{operation}: {'; '.join(p['message'] for p in problems)}",
-            errors=problems,
+            f"{operation}: {'; '.join(p.message for p in problems)}",
+            errors=[{"field": p.field, "message": p.message} for p in problems],
         ) from None
-    return Command(operation, tool, args)
+    return Command(found, args)
 
 
 def _command_object(parts: list[Part]) -> dict[str, Any]:
@@ -168,20 +144,6 @@ def _whole_numbers(value: Any) -> Any:
     return value
 
 
-def _problem(tool: Tool, error: Any) -> dict[str, str]:
-    field = ".".join(str(part) for part in error["loc"]) or "(command)"
-    if error["type"] == "extra_forbidden":
-        allowed = ", ".join(["operation", *tool.args.model_fields])
-        message = f"{field}: unknown field (this operation takes: {allowed})"
-    elif error["type"] == "missing":
-        message = f"{field}: required field missing"
-    elif error["type"] == "int_type" and isinstance(error.get("input"), float):
-        message = f"{field}: must be a whole number (got {error['input']})"
-    else:
-        message = f"{field}: {error['msg']}"
-    return {"field": field, "message": message}
-
-
 def _invalid(problem: str, **data: Any) -> InvalidParamsError:
     return InvalidParamsError(
         message=f"Invalid Semantic Saga command: {problem}. Nothing was created. Send one data part such as "
@@ -210,14 +172,14 @@ class SagaAgentExecutor(AgentExecutor):
             interop = {"protocol": "a2a", "version": PROTOCOL_VERSION, "context_id": context_id, "task_id": task_id}
             args = args.model_copy(update={"metadata": {**args.metadata, "_interop": interop}})
         try:
-            result = await _on_a_thread_of_its_own(run_command, command.tool, principal, args)
+            result = await _on_a_thread_of_its_own(run_command, command.operation, principal, args)
         except ServiceError as refusal:
             await updater.reject(updater.new_agent_message(_refusal_parts(refusal)))
             return
         except Exception as exc:  # a bug or an outage: say so without leaking internals
-            logger.exception("A2A %s failed unexpectedly task=%s", command.operation, task_id)
+            logger.exception("A2A %s failed unexpectedly task=%s", command.operation.verb, task_id)
             text = (
-                f"{command.operation} failed unexpectedly ({type(exc).__name__}). Read the saga (get) before "
+                f"{command.operation.verb} failed unexpectedly ({type(exc).__name__}). Read the saga (get) before "
                 "retrying: the command may or may not have changed it."
             )
             await updater.failed(updater.new_agent_message([new_text_part(text)]))
@@ -230,15 +192,17 @@ class SagaAgentExecutor(AgentExecutor):
         raise TaskNotCancelableError(message=CANCEL_REFUSAL.format(task_id=context.task_id))
 
 
-def run_command(tool: Tool, principal: Principal, args: Args) -> dict[str, Any]:
-    """One ORM unit: check the RBAC operation, run the MCP tool's handler, return JSON-ready data."""
-    authorize(principal, tool.operation)
-    result: dict[str, Any] = json.loads(json.dumps(tool.handler(principal, args), default=str))
+def run_command(operation: Operation[Any], principal: Principal, args: Args) -> dict[str, Any]:
+    """One ORM unit: invoke the operation, return JSON-ready data."""
+    result: dict[str, Any] = json.loads(json.dumps(invoke(operation, principal, args), default=str))
     return result
 
 
 async def _on_a_thread_of_its_own(
-    fn: Callable[[Tool, Principal, Args], dict[str, Any]], tool: Tool, principal: Principal, args: Args
+    fn: Callable[[Operation[Any], Principal, Args], dict[str, Any]],
+    operation: Operation[Any],
+    principal: Principal,
+    args: Args,
 ) -> dict[str, Any]:
     """run_orm, but not on the request's thread: the SDK saves this task's states on that thread meanwhile, so a
     long command (run waits up to a minute) neither hides its WORKING task from GetTask nor holds back the answer
@@ -246,7 +210,7 @@ async def _on_a_thread_of_its_own(
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2a-command")
     try:
         async with ThreadSensitiveContext(executor=executor):
-            return await run_orm(fn, tool, principal, args)
+            return await run_orm(fn, operation, principal, args)
     finally:
         executor.shutdown(wait=False)  # the unit is done: the idle thread exits without blocking the loop
 

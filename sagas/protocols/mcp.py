@@ -1,8 +1,8 @@
-"""The MCP surface: the official SDK's low-level Server, our tool table, strict arguments, structured results.
+"""The MCP surface: the official SDK's low-level Server serving the operation table's tools (sagas.operations).
 
 Transport (Streamable HTTP in both protocol eras, stdio), framing, sessions and version negotiation belong to the
 SDK. Identity comes from governance.identity.http (HTTP) or the local process (stdio). Each call: validate the
-arguments strictly, check the RBAC operation, run the handler as one ORM unit off the event loop, answer with
+arguments strictly, then invoke the operation (RBAC, handler) as one ORM unit off the event loop, and answer with
 structuredContent (plus the same JSON as text), or with isError and a message written for an LLM. A tool name
 that tools/list does not show is a JSON-RPC error (-32602) instead: no tool ran.
 """
@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from audit import telemetry
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
-from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
-from sagas.protocols.mcp_tools import TOOLS, Tool, argument_problems
+from sagas.operations.arguments import argument_problems
+from sagas.operations.invoke import invoke
+from sagas.operations.operation import Operation
+from sagas.operations.table import MCP_TOOLS
 from sagas.protocols.orm import run_orm
 
 logger = logging.getLogger("sagas.protocols.mcp")
@@ -69,8 +70,8 @@ def _ok_result(result: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=result)
 
 
-def _invalid_arguments(tool: Tool, error: ValidationError) -> types.CallToolResult:
-    problems = argument_problems(error, "(arguments)")
+def _invalid_arguments(tool: Operation[Any], error: ValidationError) -> types.CallToolResult:
+    problems = [problem.message for problem in argument_problems(error, root="(arguments)")]
     return _error_result(
         "INVALID_ARGUMENTS",
         f"{tool.name} was not called: {'; '.join(problems)}. Nothing was created or changed. Fix the arguments "
@@ -85,27 +86,22 @@ def _unknown_tool(name: str) -> MCPError:
     return MCPError(
         INVALID_PARAMS,
         f"Unknown tool {name!r}: nothing was called. Call tools/list for the tools and their input schemas; the tools "
-        f"are: {', '.join(TOOLS)}.",
-        data={"tool": name, "available_tools": list(TOOLS)},
+        f"are: {', '.join(MCP_TOOLS)}.",
+        data={"tool": name, "available_tools": list(MCP_TOOLS)},
     )
-
-
-def _call(tool: Tool, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any]:
-    authorize(principal, tool.operation)
-    return tool.handler(principal, tool.args.model_validate(arguments))
 
 
 async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
     """Transport-independent: validate, authorize, run, shape the answer."""
-    tool = TOOLS.get(name)
+    tool = MCP_TOOLS.get(name)
     if tool is None:
         raise _unknown_tool(name)
     try:
-        tool.args.model_validate(arguments or {})
+        validated = tool.arguments.model_validate(arguments or {})
     except ValidationError as error:
         return _invalid_arguments(tool, error)
     try:
-        return _ok_result(await run_orm(_call, tool, principal, arguments or {}))
+        return _ok_result(await run_orm(invoke, tool, principal, validated))
     except ServiceError as refusal:
         return _error_result(refusal.code, refusal.message, **_jsonable(refusal.extra))
     except Exception as exc:  # a bug or an outage: say so without leaking internals
@@ -128,20 +124,20 @@ def tool_list() -> list[types.Tool]:
             name=tool.name,
             description=tool.description,
             input_schema=_input_schema(tool),
-            output_schema=OUTPUT_SCHEMAS[tool.name],
+            output_schema=tool.output.schema,
             annotations=types.ToolAnnotations(
-                read_only_hint=tool.read_only,
-                destructive_hint=tool.destructive,
-                idempotent_hint=tool.idempotent,
-                open_world_hint=tool.open_world,
+                read_only_hint=tool.hints.read_only,
+                destructive_hint=tool.hints.destructive,
+                idempotent_hint=tool.hints.idempotent,
+                open_world_hint=tool.hints.open_world,
             ),
         )
-        for tool in TOOLS.values()
+        for tool in MCP_TOOLS.values()
     ]
 
 
-def _input_schema(tool: Tool) -> dict[str, Any]:
-    schema = tool.args.model_json_schema()
+def _input_schema(tool: Operation[Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = tool.arguments.model_json_schema()
     schema.pop("title", None)
     schema["additionalProperties"] = False
     return schema

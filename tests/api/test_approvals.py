@@ -6,7 +6,7 @@ import jsonschema
 from rest_framework.test import APIClient
 
 from sagas import coordinator
-from sagas.api.serializers import APPROVAL_PAGE
+from sagas.operations.schemas import APPROVAL_PAGE
 from tests.api.conftest import ALICE, API, MALLORY, ok, principal, refused
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge
 from tests.contracts import http_contract, register

@@ -77,7 +77,7 @@ def test_a_console_account_without_a_tenant_sees_nothing(django_user_model: Any)
 def test_the_console_session_and_browsable_api_render_html(django_user_model: Any):
     admin = django_user_model.objects.create_superuser("root", password="pw-root-123")
     response = _console_client(admin).get(f"{API}/sagas/", HTTP_ACCEPT="text/html")
-    assert response.status_code == 200 and b"Saga Collection" in response.content and b"next_cursor" in response.content
+    assert response.status_code == 200 and b"Saga List" in response.content and b"next_cursor" in response.content
 
 
 def test_auth_mode_none_makes_the_caller_the_local_admin(settings: Any):

@@ -1,4 +1,5 @@
-"""One capability table, enforced by the coordinator for every surface."""
+"""Capabilities from roles and scopes, and the refusal when one is missing (enforced by the coordinator for every
+surface; what each operation needs is the operation table's, tests/operations/)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 from governance.errors import Forbidden
 from governance.identity.principal import Principal
-from governance.identity.rbac import OPERATIONS, Capability, authorize, capabilities
+from governance.identity.rbac import ADMIN, EXECUTE, Capability, authorize, capabilities
 from sagas import coordinator, selectors
 from sagas.states import SagaStatus
 from tests.conftest import make_principal
@@ -27,9 +28,13 @@ def viewer() -> Principal:
     return make_principal("vera", "acme", "viewer")
 
 
-def test_every_operation_needs_a_known_capability():
-    assert set(OPERATIONS.values()) <= set(Capability)
-    assert OPERATIONS["commit"] == Capability.EXECUTE and OPERATIONS["get"] == Capability.READ
+def test_a_refusal_names_the_operation_the_capability_and_how_to_get_it(viewer: Principal):
+    with pytest.raises(Forbidden) as refused:
+        authorize(viewer, EXECUTE, "policy_status_other_tenant")
+    assert refused.value.extra == {"operation": "policy_status_other_tenant", "capability": "execute"}
+    assert refused.value.message.startswith("vera may not policy status other tenant: it needs the 'execute'")
+    assert "role operator or scope semantic-saga:execute" in refused.value.message
+    assert "this principal holds: read" in refused.value.message
 
 
 def test_viewer_reads_but_cannot_commit(transactional_db: None, operator: Principal, viewer: Principal):
@@ -52,14 +57,14 @@ def test_scopes_are_a_ceiling_on_roles():
     admin_with_read_token = _with_scopes(make_principal("ada", "acme", "admin"), "semantic-saga:read")
     assert capabilities(admin_with_read_token) == {Capability.READ}
     with pytest.raises(Forbidden):
-        authorize(admin_with_read_token, "commit")
+        authorize(admin_with_read_token, EXECUTE, "commit")
 
 
 def test_scopes_alone_grant_their_capability():
     agent = _with_scopes(make_principal("bot", "acme"), "semantic-saga:execute", "openid")
-    authorize(agent, "run")
+    authorize(agent, EXECUTE, "run")
     with pytest.raises(Forbidden):
-        authorize(agent, "load_actions")
+        authorize(agent, ADMIN, "load_actions")
 
 
 def test_unknown_roles_and_foreign_scopes_grant_nothing():

@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
+from sagas.operations.table import OPERATIONS
 
 MODES = ["legacy", "auto"]
 
@@ -34,7 +34,7 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     result = await client.call_tool(tool, arguments)
     assert not result.is_error, result.content[0].text if result.content else result
     assert result.structured_content is not None
-    jsonschema.validate(result.structured_content, OUTPUT_SCHEMAS[tool])
+    jsonschema.validate(result.structured_content, OPERATIONS[tool].output.schema)
     return result.structured_content
 
 

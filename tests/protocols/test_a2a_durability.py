@@ -62,7 +62,7 @@ def test_an_unexpected_error_fails_the_task_exposing_only_its_type(monkeypatch: 
     def broken(actor: Any, args: Any) -> dict[str, Any]:
         raise RuntimeError("password=hunter2 at db-7.internal")
 
-    monkeypatch.setitem(a2a.OPERATIONS, "get", dataclasses.replace(a2a.OPERATIONS["get"], handler=broken))
+    monkeypatch.setitem(a2a.A2A_OPERATIONS, "get", dataclasses.replace(a2a.A2A_OPERATIONS["get"], handler=broken))
 
     async def scenario() -> Any:
         app = build_http_app()

@@ -13,8 +13,8 @@ from typing import Any
 import jsonschema
 
 from governance.identity.principal import Principal
+from sagas.operations.table import OPERATIONS
 from sagas.protocols import a2a, mcp
-from sagas.protocols.mcp_schemas import OUTPUT_SCHEMAS
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge
 from tests.httpserver import RecordingHTTPServer
 
@@ -22,7 +22,7 @@ from tests.httpserver import RecordingHTTPServer
 def _mcp(principal: Principal, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     result = asyncio.run(mcp.call_tool(principal, tool, arguments))
     assert not result.is_error and result.structured_content is not None, result.content
-    jsonschema.validate(result.structured_content, OUTPUT_SCHEMAS[tool])
+    jsonschema.validate(result.structured_content, OPERATIONS[tool].output.schema)
     return result.structured_content
 
 
@@ -67,8 +67,8 @@ def test_a2a_get_answers_the_same_approval_context_as_mcp(operator: Principal, d
     # given a waiting charge
     saga, _node = plan_charge(operator, downstream)
     # when read as an A2A command and as an MCP tool call
-    tool = a2a.OPERATIONS["get"]
-    over_a2a = a2a.run_command(tool, operator, tool.args.model_validate({"saga_id": str(saga.id)}))
+    get = a2a.A2A_OPERATIONS["get"]
+    over_a2a = a2a.run_command(get, operator, get.arguments.model_validate({"saga_id": str(saga.id)}))
     over_mcp = _mcp(operator, "get_saga", {"saga_id": str(saga.id)})
     # then both carry the same facts
     waiting = over_a2a["workflow"]["nodes"][0]["approval_context"]

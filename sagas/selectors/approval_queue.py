@@ -1,4 +1,4 @@
-"""Reads only the REST API needs: the tenant's approval queue."""
+"""The tenant's approval queue as keyset pages (the list_approvals operation): what waits for a human decision."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 from django.db.models import Q
 
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
-from sagas import shapes
-from sagas.approval_context import ApprovalContext, approval_contexts
+from governance.identity.rbac import READ, authorize
 from sagas.errors import InvalidInput
 from sagas.models import Approval
-from sagas.selectors import decode_keyset_cursor, encode_keyset_cursor, pending_approvals
+from sagas.selectors import shapes
+from sagas.selectors.approvals import ApprovalContext, approval_contexts, pending_approvals
+from sagas.selectors.pages import decode_keyset_cursor, encode_keyset_cursor
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None 
     pending approval request (who planned it, when it expires), and its approval_context: the input preview, the
     contract's risk, reversibility and compensation, why approval is required and the input digest it binds to.
     """
-    authorize(actor, "list_sagas")
+    authorize(actor, READ, "list_approvals")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     # Served by approval_status_created_idx (pending approvals, oldest first).

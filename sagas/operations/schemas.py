@@ -1,7 +1,12 @@
-"""Output JSON Schemas of the MCP tools (structuredContent always conforms; fields may be added, never removed)."""
+"""The result schemas of the operations: MCP's outputSchema and REST's response components, one definition.
+
+Every answer conforms (MCP structuredContent, the A2A result artifact, REST bodies); fields may be added, never
+removed, so objects allow properties beyond the ones listed.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 NULLABLE_STR = {"type": ["string", "null"]}
@@ -29,7 +34,7 @@ STEP = _obj(
 )
 APPROVAL = {"type": ["object", "null"]}
 SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-# A waiting node's approval request as an approver judges it (sagas.approval_context); null when not waiting.
+# A waiting node's approval request as an approver judges it (sagas.selectors.approvals); null when not waiting.
 APPROVAL_CONTEXT = _obj(
     {
         "approval_id": {"type": "string"},
@@ -165,26 +170,42 @@ PREVIEW_REPORT = _obj(
 STEP_RESULT = {**STEP, "properties": {**STEP["properties"], "saga_status": {"type": "string"}}}
 CHECKPOINT_RESULT = {**CHECKPOINT, "properties": {**CHECKPOINT["properties"], "saga_id": {"type": "string"}}}
 
-OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    "begin_saga": SAGA,
-    "execute_saga_step": STEP_RESULT,
-    "plan_saga_step": NODE,
-    "run_ready_steps": RUN,
-    "approve_saga_step": NODE,
-    "retry_saga_step": NODE,
-    "checkpoint_saga": CHECKPOINT_RESULT,
-    "commit_saga": SAGA,
-    "rollback_saga": SAGA,
-    "trigger_rollback": SAGA,
-    "get_saga": SAGA,
-    "get_saga_timeline": TIMELINE,
-    "get_audit_events": EVENTS,
-    "verify_audit_chain": VERIFY,
-    "get_policy_status": POLICY_STATUS,
-    "get_policy_decisions": POLICY_DECISIONS,
-    "list_actions": ACTIONS,
-    "get_action": ACTION,
-    "list_sagas": SAGA_PAGE,
-    "get_preview_report": PREVIEW_REPORT,
-    "promote_preview": SAGA,
+# A node waiting for approval as the approval queue lists it: with its input, its saga and the pending request.
+APPROVAL_ITEM = {
+    **NODE,
+    "properties": {
+        **NODE["properties"],
+        "saga_id": {"type": "string", "format": "uuid"},
+        "saga_status": {"type": "string"},
+        "input": ANY_OBJECT,
+        "approval": {"type": "object"},
+        "approval_context": APPROVAL_CONTEXT,
+    },
+    "required": sorted([*NODE["required"], "saga_id", "saga_status", "approval", "approval_context", "input"]),
 }
+APPROVAL_PAGE = _obj({"approvals": {"type": "array", "items": APPROVAL_ITEM}, "next_cursor": NULLABLE_STR})
+
+
+@dataclass(frozen=True)
+class Output:
+    """An operation's result: its JSON Schema, and the name REST publishes it under (components/schemas/<name>)."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+OUT_SAGA = Output("Saga", SAGA)
+OUT_SAGA_PAGE = Output("SagaPage", SAGA_PAGE)
+OUT_RUN = Output("RunResult", RUN)
+OUT_STEP = Output("StepResult", STEP_RESULT)
+OUT_NODE = Output("Node", NODE)
+OUT_CHECKPOINT = Output("CheckpointResult", CHECKPOINT_RESULT)
+OUT_TIMELINE = Output("Timeline", TIMELINE)
+OUT_EVENTS = Output("AuditEvents", EVENTS)
+OUT_VERIFY = Output("AuditVerification", VERIFY)
+OUT_POLICY_STATUS = Output("PolicyStatus", POLICY_STATUS)
+OUT_POLICY_DECISIONS = Output("PolicyDecisions", POLICY_DECISIONS)
+OUT_ACTIONS = Output("ActionList", ACTIONS)
+OUT_ACTION = Output("Action", ACTION)
+OUT_APPROVAL_PAGE = Output("ApprovalPage", APPROVAL_PAGE)
+OUT_PREVIEW_REPORT = Output("PreviewReport", PREVIEW_REPORT)

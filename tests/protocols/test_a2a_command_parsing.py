@@ -1,5 +1,6 @@
-"""The A2A operation table and command parsing, without a server: the same tools, capabilities and arguments as
-MCP, and JSON numbers restored from protobuf's doubles."""
+"""A2A command parsing, without a server: the table's strict arguments, field problems listed one by one, JSON
+numbers restored from protobuf's doubles, and content the card does not declare refused. That every operation of
+the table is served is tests/operations/test_every_surface_serves_the_table.py."""
 
 from __future__ import annotations
 
@@ -8,44 +9,12 @@ from a2a.helpers import new_data_part, new_text_part
 from a2a.types.a2a_pb2 import Message, Part, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
-from governance.identity.rbac import OPERATIONS as RBAC
-from sagas.protocols.a2a import OPERATIONS, parse_command
-from sagas.protocols.mcp_tools import TOOLS, PlanArgs, RunArgs
-
-SEED_OPERATIONS = [
-    "begin",
-    "execute",
-    "plan",
-    "run",
-    "approve",
-    "retry",
-    "checkpoint",
-    "commit",
-    "rollback",
-    "get",
-    "timeline",
-    "audit",
-    "verify_audit",
-    "list_actions",
-    "get_action",
-    "policy_status",
-    "policy_decisions",
-    "list_sagas",
-]
+from sagas.operations.arguments import PlanArgs, RunArgs
+from sagas.protocols.a2a import parse_command
 
 
 def _message(command: object, context_id: str = "") -> Message:
     return Message(message_id="m", role=Role.ROLE_USER, parts=[new_data_part(command)], context_id=context_id)
-
-
-# Ours, added after the seed's (fields are only ever added).
-ADDED_OPERATIONS = ["preview_report", "promote"]
-
-
-def test_every_seed_operation_is_an_mcp_tool_under_its_own_rbac_name():
-    assert list(OPERATIONS) == SEED_OPERATIONS + ADDED_OPERATIONS
-    for operation, tool in OPERATIONS.items():
-        assert tool in TOOLS.values() and tool.operation == operation and operation in RBAC
 
 
 def test_whole_numbers_come_back_as_ints_everywhere_in_the_command():
@@ -87,7 +56,7 @@ def test_field_problems_are_listed_for_the_client_one_by_one():
     ],
 )
 def test_text_no_database_can_store_is_refused_before_anything_runs(command: dict[str, object]):
-    # The tool table's argument models refuse it, so MCP, A2A and REST answer the same clear error.
+    # The operations' argument models refuse it, so MCP, A2A and REST answer the same clear error.
     with pytest.raises(InvalidParamsError) as refused:
         parse_command(_message(command))
     assert "NUL character" in str(refused.value.data)
