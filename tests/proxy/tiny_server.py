@@ -7,13 +7,15 @@ It exposes `send_email` (the demo world has one too: a collision), a resource `n
 `note://{name}` and a prompt `greeting`, and tools that exercise the proxy's relays: `ask_user` (elicitation),
 `summarize` (sampling), `client_roots` (roots/list), `slow_report` (progress and log messages), and the catalog:
 `add_tool` (a new tool, then tools/list_changed) and `break_listing` (the next tools/list fails, then
-tools/list_changed).
+tools/list_changed); `env_has` says whether a variable reached its environment. Its tools/list answers three
+tools per page, so a client must follow the cursor.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 import anyio
@@ -35,6 +37,7 @@ def _tool(name: str, description: str, /, **properties: str) -> types.Tool:
     return types.Tool(name=name, description=description, input_schema=schema)
 
 
+PAGE_SIZE = 3
 FIXED_TOOLS = [
     _tool("send_email", "Send an email from the tiny outbox.", to="string", subject="string"),
     _tool("ask_user", "Ask the user a question (elicitation).", question="string"),
@@ -43,6 +46,7 @@ FIXED_TOOLS = [
     _tool("slow_report", "Report progress and log messages, then answer.", steps="integer"),
     _tool("add_tool", "Add a tool, then say the tool list changed.", name="string"),
     _tool("break_listing", "Make the next tools/list fail, then say the tool list changed."),
+    _tool("env_has", "Whether this process has the environment variable (never its value).", name="string"),
 ]
 
 
@@ -63,7 +67,11 @@ def build_server(state: State) -> Server[Any]:
         if state.break_next_listing:
             state.break_next_listing = False
             raise MCPError(INTERNAL_ERROR, "the tiny server's tool list is broken on purpose")
-        return types.ListToolsResult(tools=[*FIXED_TOOLS, *state.added])
+        # Pages of PAGE_SIZE, so the proxy must follow the cursor to see every tool.
+        tools = [*FIXED_TOOLS, *state.added]
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        following = str(start + PAGE_SIZE) if start + PAGE_SIZE < len(tools) else None
+        return types.ListToolsResult(tools=tools[start : start + PAGE_SIZE], next_cursor=following)
 
     async def ask(ctx: ServerRequestContext[Any], request: Any, result_type: type[Any]) -> Any:
         related = ServerMessageMetadata(related_request_id=ctx.request_id)
@@ -107,6 +115,9 @@ def build_server(state: State) -> Server[Any]:
             state.break_next_listing = True
             await ctx.session.send_tool_list_changed()
             return _text({"broken": True})
+        if params.name == "env_has":
+            value = os.environ.get(args["name"], "")
+            return _text({"set": bool(value), "length": len(value)})
         if params.name in {tool.name for tool in state.added}:
             return _text({"ran": params.name})
         raise MCPError(INVALID_PARAMS, f"Unknown tool {params.name!r}")
