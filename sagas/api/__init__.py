@@ -1,8 +1,9 @@
 """The REST API at /api/v1/ (Django REST framework), for automation: docs/rest_api.md.
 
 Invariants and the tests that pin them:
-- one engine: every view runs the MCP tool table's validation model, RBAC operation and handler (or a selector),
-  so REST accepts, refuses and answers exactly as MCP does (tests/api/test_saga_lifecycle.py);
+- one engine: every route is an operation of the table (sagas.operations): its validation model, RBAC capability
+  and handler, so REST accepts, refuses and answers exactly as MCP does (tests/api/test_saga_lifecycle.py,
+  tests/operations/);
 - one identity: bearer tokens through governance.identity.authentication, console sessions through
   principal_for_user; no identity answers 401 with WWW-Authenticate (tests/api/test_authentication.py);
 - tenancy: another tenant's saga is "Saga not found" (404) everywhere and never appears in a list

@@ -1,10 +1,11 @@
-"""Protocol surfaces (MCP and A2A; REST joins them): thin translations into the coordinator.
+"""Protocol surfaces (MCP and A2A; REST in sagas.api): thin translations of the operation table (sagas.operations).
 
 Invariants:
 - authentication happens once per request, before the protocol layer, and yields one Principal
   (governance.identity.authentication.authenticate); tools never read identity from arguments or headers themselves;
-- each operation names its RBAC operation (governance.identity.rbac) and the coordinator checks it again, so a
-  protocol client can do nothing an admin with the same permissions could not;
+- each operation is invoked through sagas.operations.invoke, which checks the table's RBAC capability before the
+  handler runs, and the coordinator checks it again, so a protocol client can do nothing an admin with the same
+  permissions could not;
 - handlers call coordinator or selector functions only and never write to the ORM; every ORM unit runs off the
   event loop on the request's own thread and closes its connections (orm.py);
 - domain refusals (governance.errors.ServiceError) are answered in-band; malformed requests are refused before
