@@ -1,7 +1,9 @@
-"""Performs one action call (forward or compensation), never inside a database transaction.
+"""Performs one action call (forward or compensation), never inside a database transaction, and hosts the embedded
+executor's thread pool.
 
 Failures become an `Outcome` instead of an exception so the coordinator can record them; an unexpected error in
-action code is treated as uncertain, because we cannot know how far it got before raising.
+action code is treated as uncertain, because we cannot know how far it got before raising. Leases and their
+heartbeats are the coordinator's (sagas.coordinator.leases): it keeps the lease alive around the call.
 """
 
 from __future__ import annotations
@@ -17,11 +19,10 @@ from django.db import connection, connections
 
 from registry.actions import InvocationContext, invoke_compensation, invoke_forward
 from registry.errors import ActionFailure
-from sagas.leases import LeaseRef, heartbeat
 
 logger = logging.getLogger("sagas.executor")
 
-T = TypeVar("T")
+JobResult = TypeVar("JobResult")
 
 
 @dataclass(frozen=True)
@@ -33,18 +34,13 @@ class Outcome:
     uncertain: bool = False
 
 
-def perform(
-    definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool, lease: LeaseRef | None
-) -> Outcome:
+def perform(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool) -> Outcome:
     if connection.in_atomic_block:
         # A side effect inside a transaction could be rolled back in the database but not in the world.
         raise RuntimeError("refusing to call an action inside a database transaction")
     call = invoke_compensation if compensation else invoke_forward
     try:
-        if lease is None:
-            return Outcome(ok=True, result=call(definition, ctx))
-        with heartbeat(lease):
-            return Outcome(ok=True, result=call(definition, ctx))
+        return Outcome(ok=True, result=call(definition, ctx))
     except ActionFailure as failure:
         return Outcome(ok=False, error=failure.as_dict(), retryable=failure.retryable, uncertain=failure.uncertain)
     except Exception as exc:
@@ -70,10 +66,10 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def in_worker_thread(fn: Callable[[], T]) -> Callable[[], T]:
+def in_worker_thread(fn: Callable[[], JobResult]) -> Callable[[], JobResult]:
     """Wrap work for a pool thread: errors are logged (a nudge has no caller to tell), connections closed."""
 
-    def run() -> T:
+    def run() -> JobResult:
         try:
             return fn()
         except Exception:

@@ -1,8 +1,10 @@
-"""State machines of sagas, workflow nodes and journal steps, as data.
+"""State machines of sagas, workflow nodes, journal steps and approvals, as data.
 
-Invariants (pinned by tests/sagas/test_state_tables.py):
-- every transition the coordinator performs is listed here, and `coordinator._transition` refuses anything else;
-- terminal states are never left (no row in a table starts from one);
+Invariants:
+- every transition the coordinator performs is listed here, and the one guarded transition
+  (`sagas.coordinator._tx.Tx.transition`) refuses anything else (tests/sagas/test_guarded_transition.py);
+- the tables are the state machines docs/architecture.md section 3 documents, terminal states are never left (no
+  row in a table starts from one) and every status is reachable (tests/sagas/test_state_tables.py);
 - each status string is stable: it is stored, audited and returned to agents.
 """
 
@@ -54,75 +56,114 @@ class ApprovalStatus(models.TextChoices):
     EXPIRED = "EXPIRED"
 
 
-S, N, T = SagaStatus, NodeStatus, StepStatus
-
 SAGA_TRANSITIONS: dict[str, frozenset[str]] = {
     # FAILED (rollback pending) and RECOVERY_REQUIRED are entered when a step exhausts its retries, FAILED also
-    # when a rollback is requested: no new work starts, and the rollback runs once nothing is in flight.
-    S.ACTIVE: frozenset({S.COMMITTED, S.FAILED, S.ROLLING_BACK, S.RECOVERY_REQUIRED}),
-    # RECOVERY_REQUIRED -> FAILED: a rollback was requested while nodes are still in flight.
-    S.RECOVERY_REQUIRED: frozenset({S.ACTIVE, S.FAILED, S.ROLLING_BACK}),
-    S.FAILED: frozenset({S.ROLLING_BACK}),
+    # when a rollback is requested: no new work starts, and the rollback runs (FAILED -> ROLLING_BACK) once
+    # nothing is in flight.
+    SagaStatus.ACTIVE: frozenset({SagaStatus.COMMITTED, SagaStatus.FAILED, SagaStatus.RECOVERY_REQUIRED}),
+    # RECOVERY_REQUIRED -> ACTIVE: a retry resumes the saga; -> FAILED: a rollback was requested.
+    SagaStatus.RECOVERY_REQUIRED: frozenset({SagaStatus.ACTIVE, SagaStatus.FAILED}),
+    SagaStatus.FAILED: frozenset({SagaStatus.ROLLING_BACK}),
     # ROLLING_BACK -> ROLLING_BACK lets a crashed rollback be resumed.
-    S.ROLLING_BACK: frozenset({S.ROLLING_BACK, S.ROLLED_BACK, S.ROLLBACK_FAILED}),
+    SagaStatus.ROLLING_BACK: frozenset({SagaStatus.ROLLING_BACK, SagaStatus.ROLLED_BACK, SagaStatus.ROLLBACK_FAILED}),
     # An operator retries compensation after fixing the downstream system.
-    S.ROLLBACK_FAILED: frozenset({S.ROLLING_BACK}),
-    S.COMMITTED: frozenset(),
-    S.ROLLED_BACK: frozenset(),
+    SagaStatus.ROLLBACK_FAILED: frozenset({SagaStatus.ROLLING_BACK}),
+    SagaStatus.COMMITTED: frozenset(),
+    SagaStatus.ROLLED_BACK: frozenset(),
 }
 
 NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     # -> DRY only in a preview saga: its dry run evaluates every node that has not run, whatever it waits for.
-    N.WAITING_DEPENDENCY: frozenset({N.READY, N.BLOCKED, N.DRY}),
-    N.WAITING_APPROVAL: frozenset({N.READY, N.WAITING_DEPENDENCY, N.REJECTED, N.BLOCKED, N.DRY}),
+    NodeStatus.WAITING_DEPENDENCY: frozenset({NodeStatus.READY, NodeStatus.BLOCKED, NodeStatus.DRY}),
+    NodeStatus.WAITING_APPROVAL: frozenset(
+        {NodeStatus.READY, NodeStatus.WAITING_DEPENDENCY, NodeStatus.REJECTED, NodeStatus.BLOCKED, NodeStatus.DRY}
+    ),
     # READY -> FAILED: refused before any step started (e.g. its pinned contract no longer matches).
     # READY -> WAITING_APPROVAL: policy now requires an approval the node does not have.
-    N.READY: frozenset({N.EXECUTING, N.BLOCKED, N.FAILED, N.WAITING_APPROVAL, N.DRY}),
+    NodeStatus.READY: frozenset(
+        {NodeStatus.EXECUTING, NodeStatus.BLOCKED, NodeStatus.FAILED, NodeStatus.WAITING_APPROVAL, NodeStatus.DRY}
+    ),
     # EXECUTING -> READY is a scheduled retry (next_attempt_at set); -> FAILED once retries are exhausted.
-    N.EXECUTING: frozenset({N.COMPLETED, N.READY, N.FAILED, N.COMPENSATED, N.COMPENSATION_FAILED}),
-    N.COMPLETED: frozenset({N.COMPENSATED, N.COMPENSATION_FAILED}),
-    N.FAILED: frozenset({N.READY, N.WAITING_DEPENDENCY, N.COMPENSATED, N.COMPENSATION_FAILED}),
-    N.REJECTED: frozenset({N.WAITING_APPROVAL, N.BLOCKED}),
-    N.BLOCKED: frozenset({N.READY, N.WAITING_DEPENDENCY, N.WAITING_APPROVAL, N.DRY}),
-    N.COMPENSATION_FAILED: frozenset({N.COMPENSATED, N.COMPENSATION_FAILED}),
-    N.COMPENSATED: frozenset(),
-    N.DRY: frozenset(),
+    NodeStatus.EXECUTING: frozenset(
+        {
+            NodeStatus.COMPLETED,
+            NodeStatus.READY,
+            NodeStatus.FAILED,
+            NodeStatus.COMPENSATED,
+            NodeStatus.COMPENSATION_FAILED,
+        }
+    ),
+    NodeStatus.COMPLETED: frozenset({NodeStatus.COMPENSATED, NodeStatus.COMPENSATION_FAILED}),
+    NodeStatus.FAILED: frozenset(
+        {NodeStatus.READY, NodeStatus.WAITING_DEPENDENCY, NodeStatus.COMPENSATED, NodeStatus.COMPENSATION_FAILED}
+    ),
+    NodeStatus.REJECTED: frozenset({NodeStatus.WAITING_APPROVAL, NodeStatus.BLOCKED}),
+    NodeStatus.BLOCKED: frozenset(
+        {NodeStatus.READY, NodeStatus.WAITING_DEPENDENCY, NodeStatus.WAITING_APPROVAL, NodeStatus.DRY}
+    ),
+    NodeStatus.COMPENSATION_FAILED: frozenset({NodeStatus.COMPENSATED, NodeStatus.COMPENSATION_FAILED}),
+    NodeStatus.COMPENSATED: frozenset(),
+    NodeStatus.DRY: frozenset(),
 }
 
 STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     # EXECUTING -> EXECUTING is the next attempt of the same step (same id, attempts + 1).
-    T.EXECUTING: frozenset({T.EXECUTING, T.COMPLETED, T.FAILED, T.COMPENSATING}),
-    T.FAILED: frozenset({T.EXECUTING, T.COMPENSATING}),
-    T.COMPLETED: frozenset({T.COMPENSATING}),
+    StepStatus.EXECUTING: frozenset(
+        {StepStatus.EXECUTING, StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.COMPENSATING}
+    ),
+    StepStatus.FAILED: frozenset({StepStatus.EXECUTING, StepStatus.COMPENSATING}),
+    StepStatus.COMPLETED: frozenset({StepStatus.COMPENSATING}),
     # COMPENSATING -> COMPENSATING: a resumed rollback repeats a compensation its crashed runner had started.
-    T.COMPENSATING: frozenset({T.COMPENSATING, T.COMPENSATED, T.COMPENSATION_FAILED}),
-    T.COMPENSATION_FAILED: frozenset({T.COMPENSATING}),
-    T.COMPENSATED: frozenset(),
+    StepStatus.COMPENSATING: frozenset(
+        {StepStatus.COMPENSATING, StepStatus.COMPENSATED, StepStatus.COMPENSATION_FAILED}
+    ),
+    StepStatus.COMPENSATION_FAILED: frozenset({StepStatus.COMPENSATING}),
+    StepStatus.COMPENSATED: frozenset(),
     # A dry step is created DRY and stays so: nothing ran, so there is nothing to complete or compensate.
-    T.DRY: frozenset(),
+    StepStatus.DRY: frozenset(),
 }
 
-TERMINAL_SAGA = frozenset({S.COMMITTED, S.ROLLED_BACK})
-TERMINAL_NODE = frozenset({N.COMPENSATED, N.DRY})
-TERMINAL_STEP = frozenset({T.COMPENSATED, T.DRY})
+APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
+    # A request is decided once: approved, rejected, or expired (an approval attempted after expires_at).
+    ApprovalStatus.PENDING: frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED}),
+    ApprovalStatus.APPROVED: frozenset(),
+    ApprovalStatus.REJECTED: frozenset(),
+    ApprovalStatus.EXPIRED: frozenset(),
+}
+
+TERMINAL_SAGA = frozenset({SagaStatus.COMMITTED, SagaStatus.ROLLED_BACK})
+TERMINAL_NODE = frozenset({NodeStatus.COMPENSATED, NodeStatus.DRY})
+TERMINAL_STEP = frozenset({StepStatus.COMPENSATED, StepStatus.DRY})
+TERMINAL_APPROVAL = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED})
 
 # Forward work (execute, plan, run) needs ACTIVE; approve, retry and checkpoint also work while an operator recovers.
-FORWARD_SAGA_STATES = frozenset({S.ACTIVE})
-RECOVERABLE_SAGA_STATES = frozenset({S.ACTIVE, S.RECOVERY_REQUIRED})
+FORWARD_SAGA_STATES = frozenset({SagaStatus.ACTIVE})
+RECOVERABLE_SAGA_STATES = frozenset({SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED})
 # Rollback is refused only once the saga is committed or already rolled back.
-ROLLBACK_REFUSED_STATES = frozenset({S.COMMITTED, S.ROLLED_BACK})
+ROLLBACK_REFUSED_STATES = frozenset({SagaStatus.COMMITTED, SagaStatus.ROLLED_BACK})
 
 # Steps that rollback must consider, newest first: anything that may have touched the world and is not undone.
-COMPENSABLE_STEP_STATES = frozenset({T.COMPLETED, T.FAILED, T.EXECUTING, T.COMPENSATING, T.COMPENSATION_FAILED})
+COMPENSABLE_STEP_STATES = frozenset(
+    {
+        StepStatus.COMPLETED,
+        StepStatus.FAILED,
+        StepStatus.EXECUTING,
+        StepStatus.COMPENSATING,
+        StepStatus.COMPENSATION_FAILED,
+    }
+)
 # Nodes that never started when a saga unwinds end BLOCKED.
-NOT_STARTED_NODE_STATES = frozenset({N.WAITING_DEPENDENCY, N.WAITING_APPROVAL, N.READY, N.REJECTED})
+NOT_STARTED_NODE_STATES = frozenset(
+    {NodeStatus.WAITING_DEPENDENCY, NodeStatus.WAITING_APPROVAL, NodeStatus.READY, NodeStatus.REJECTED}
+)
 # Node retry is offered from these states.
-RETRYABLE_NODE_STATES = frozenset({N.FAILED, N.REJECTED, N.BLOCKED})
+RETRYABLE_NODE_STATES = frozenset({NodeStatus.FAILED, NodeStatus.REJECTED, NodeStatus.BLOCKED})
 
 TABLES: dict[str, dict[str, frozenset[str]]] = {
     "saga": SAGA_TRANSITIONS,
     "node": NODE_TRANSITIONS,
     "step": STEP_TRANSITIONS,
+    "approval": APPROVAL_TRANSITIONS,
 }
 
 

@@ -3,7 +3,7 @@
 Reads only, tenant-scoped by the acting Principal. The saga detail is built on selectors.saga_timeline, so the
 page shows what the payload-free timeline shows agents: no results, contract snapshots, checkpoint data or audit
 payloads beyond the small evidence fields. The one payload it shows is what an approver judges: each approval
-request's node input, beside the digest the approval binds to (sagas.approval_context).
+request's node input, beside the digest the approval binds to (sagas.selectors.approvals).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import authorize
 from governance.models import KillSwitch
 from sagas import selectors
-from sagas.approval_context import ApprovalContext, approval_contexts
 from sagas.console import dag
 from sagas.console.queues import (
     QueueItem,
@@ -32,8 +31,9 @@ from sagas.console.queues import (
     recovery_cases,
     recovery_count,
 )
-from sagas.coordinator._tx import tenant_sagas
 from sagas.models import Approval, Saga
+from sagas.selectors.approvals import ApprovalContext, approval_contexts
+from sagas.selectors.scope import tenant_sagas
 from sagas.states import RECOVERABLE_SAGA_STATES, SagaStatus, StepStatus
 from sagas.states import NodeStatus as N
 

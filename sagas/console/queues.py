@@ -18,10 +18,10 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import authorize
 from sagas import selectors
-from sagas.approval_context import ApprovalContext, approval_contexts, pending_of, waiting_contexts
-from sagas.coordinator._tx import parse_uuid, tenant_sagas
 from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga, Step
+from sagas.selectors.approvals import ApprovalContext, approval_contexts, pending_of, waiting_contexts
+from sagas.selectors.scope import parse_uuid, tenant_sagas
 from sagas.states import RECOVERABLE_SAGA_STATES, SagaStatus
 from sagas.states import NodeStatus as N
 from sagas.states import StepStatus as T

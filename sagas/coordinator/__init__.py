@@ -18,13 +18,15 @@ Invariants and the tests that pin them:
   two sweepers never handle one saga twice (tests/distributed/test_crash_recovery.py, test_concurrency.py).
 """
 
-from sagas.coordinator.compensation import saga_rollback, saga_rollback_resume
-from sagas.coordinator.execution import node_execute, saga_step_execute
-from sagas.coordinator.lifecycle import saga_begin, saga_checkpoint, saga_commit
-from sagas.coordinator.planning import node_approve, node_plan, node_retry
-from sagas.coordinator.preview import saga_promote
+from sagas.coordinator.approvals import node_approve
+from sagas.coordinator.immediate_steps import saga_step_execute
+from sagas.coordinator.node_attempts import node_execute
+from sagas.coordinator.nodes import node_plan, node_retry
+from sagas.coordinator.previews import saga_promote
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
+from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
 from sagas.coordinator.runs import RunReport, saga_run_ready
+from sagas.coordinator.sagas import saga_begin, saga_checkpoint, saga_commit
 
 __all__ = [
     "RecoveryReport",

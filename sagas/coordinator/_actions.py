@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from audit.canonical import sha256_hex
 from registry.contracts import definition_hash, resolved_execution_policy, validate_instance
 from registry.errors import RegistryError
 from registry.models import ActionDefinition
@@ -76,7 +75,3 @@ def check_input(pinned: Pinned, payload: object) -> dict[str, Any]:
 def output_errors(definition: dict[str, Any], result: Any) -> list[str]:
     schema = definition.get("output_schema")
     return validate_instance(schema, result) if schema else []
-
-
-def input_digest(payload: Any) -> str:
-    return sha256_hex(payload)

@@ -147,7 +147,7 @@ def refusal(decision: Decision, what: str) -> SagaError:
 def kill_switch_stop(tx: Tx, what: str, node: Node | None = None) -> SagaError | None:
     """The refusal (already audited) when a kill switch stops new forward work on this saga, else None."""
     if not getattr(tx.saga, "kill_switched", True):
-        return None  # the lock query found no switch (sagas._tx), so no second query is needed
+        return None  # the lock query found no switch (sagas.coordinator._tx), so no second query is needed
     switch = kill_switch.engaged(tx.saga.tenant_id, tx.saga.id)
     if switch is None:
         return None

@@ -5,6 +5,10 @@ Lock order: the saga row first (`FOR NO KEY UPDATE`: we never change its key, an
 insert steps and nodes that reference it), then nodes by pk. Every writer of one saga takes that lock, which is
 also what serializes the per-saga audit chain.
 
+A call refused inside the transaction (by policy, a kill switch or an expired approval) raises `Refusal`: the
+transaction still commits what it recorded, above all the evidence of the refusal, and the refusal's error is
+raised to the caller after commit. Raising the error itself inside the block would roll that evidence back.
+
 Round trips are the hot path's cost (docs/benchmarks.md), so one transaction spends as few as it can: the lock
 query also answers "is a kill switch engaged?", the chain's head (last sequence and hash) lives on the saga row
 read by that same lock, and plain field writes to the saga row are gathered and written once, with the new head,
@@ -23,13 +27,26 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit import chain, telemetry
+from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.models import KillSwitch
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
-from sagas.models import Node, Saga, Step
+from sagas.models import Approval, Node, Saga, Step
+from sagas.selectors.scope import parse_uuid, tenant_sagas
 from sagas.states import can_transition
 
-_KIND_OF: dict[type[models.Model], str] = {Saga: "saga", Node: "node", Step: "step"}
+_KIND_OF: dict[type[models.Model], str] = {Saga: "saga", Node: "node", Step: "step", Approval: "approval"}
+# Rows stamped with updated_at on every write (an approval's one change is its decision, stamped decided_at).
+_STAMPED: frozenset[type[models.Model]] = frozenset({Saga, Node, Step})
+
+
+class Refusal(Exception):
+    """Refuse the call from inside a saga transaction while keeping what it recorded: the transaction commits, then
+    `error` is raised to the caller. Not a ServiceError, so no `except SagaError` in the block can swallow it."""
+
+    def __init__(self, error: ServiceError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class Tx:
@@ -40,14 +57,6 @@ class Tx:
         self.actor = actor
         self._drafts: list[chain.EventDraft] = []
         self._saga_fields: dict[str, Any] = {}
-        self.refusal: Exception | None = None
-
-    def refuse(self, error: Exception) -> None:
-        """Commit what was recorded so far (e.g. the policy decision that refuses), then raise `error` to the caller.
-
-        Raising inside the transaction would roll the evidence of the refusal back with it.
-        """
-        self.refusal = error
 
     def record(
         self,
@@ -76,8 +85,15 @@ class Tx:
             )
         )
 
-    def transition(self, obj: Saga | Node | Step, to: str, *, event: str | None = None, **fields: Any) -> None:
-        """Compare-and-set `obj.status` to `to` (plus `fields`), refusing moves the state table does not list."""
+    def transition(
+        self, obj: Saga | Node | Step | Approval, to: str, *, event: str | None = None, **fields: Any
+    ) -> None:
+        """Compare-and-set `obj.status` to `to` (plus `fields`), refusing moves the state table does not list.
+
+        Raises InvalidTransition (the table has no such move; nothing is written) or StaleState (the row is no
+        longer in the state `obj` says: another writer got there first). `event` is recorded on success; an
+        approval's event names its node and the approval id.
+        """
         kind = _KIND_OF[type(obj)]
         current = obj.status
         if not can_transition(kind, current, to):
@@ -85,17 +101,22 @@ class Tx:
                 message=f"A {kind} cannot move from {current} to {to}. Nothing was changed. "
                 "Read the saga again (get_saga) to see its current state.",
             )
-        now = timezone.now()
-        changed = type(obj).objects.filter(pk=obj.pk, status=current).update(status=to, updated_at=now, **fields)
+        stamp = {"updated_at": timezone.now()} if type(obj) in _STAMPED else {}
+        changed = type(obj).objects.filter(pk=obj.pk, status=current).update(status=to, **stamp, **fields)
         if changed != 1:
             raise StaleState(
                 message=f"The {kind} {obj.pk} is no longer {current}: another request changed it first. "
                 "Nothing was changed by this call. Read the saga again and decide from its current state.",
             )
         obj.status = to
-        obj.updated_at = now
-        _apply(obj, fields)
+        _apply(obj, {**stamp, **fields})
         if event:
+            self._record_transition(obj, event, to)
+
+    def _record_transition(self, obj: Saga | Node | Step | Approval, event: str, to: str) -> None:
+        if isinstance(obj, Approval):
+            self.record(event, node=obj.node, status=to, data={"approval_id": str(obj.id)})
+        else:
             self.record(
                 event,
                 node=obj if isinstance(obj, Node) else None,
@@ -174,17 +195,6 @@ def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
             setattr(obj, name, value)
 
 
-def parse_uuid(value: object, what: str = "saga") -> uuid.UUID | None:
-    try:
-        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
-def tenant_sagas(actor: Principal) -> models.QuerySet[Saga]:
-    return Saga.objects.filter(tenant_id=actor.tenant_id)
-
-
 def _with_kill_switch(query: models.QuerySet[Saga]) -> models.QuerySet[Saga]:
     """Annotate `kill_switched`: a tenant-wide or saga switch is engaged (answered by the lock query itself)."""
     scope = Q(saga_id__isnull=True) | Q(saga_id=OuterRef("pk"))
@@ -193,24 +203,31 @@ def _with_kill_switch(query: models.QuerySet[Saga]) -> models.QuerySet[Saga]:
 
 @contextmanager
 def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
-    """Open a durable transaction holding the saga row lock; audit events are appended just before commit."""
+    """Open a durable transaction holding the saga row lock; audit events are appended just before commit.
+
+    A `Refusal` raised in the block commits what was recorded, then raises its error after commit.
+    """
     parsed = parse_uuid(saga_id)
     if parsed is None:
         raise saga_not_found(saga_id)
+    refused: ServiceError | None = None
     with transaction.atomic(durable=True):
         saga = _with_kill_switch(tenant_sagas(actor)).select_for_update(no_key=True).filter(pk=parsed).first()
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
-        yield tx
+        try:
+            yield tx
+        except Refusal as refusal:
+            refused = refusal.error
         tx.flush()
-    if tx.refusal is not None:
-        raise tx.refusal
+    if refused is not None:
+        raise refused
 
 
 @contextmanager
 def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
-    """The transaction that creates a saga (nothing to lock yet)."""
+    """The transaction that creates a saga (nothing to lock yet, nothing to refuse)."""
     with transaction.atomic(durable=True):
         saga.save(force_insert=True)
         tx = Tx(saga, actor)

@@ -32,15 +32,13 @@ from django.utils import timezone
 from audit import telemetry
 from audit.models import EventType as E
 from registry.contracts import resolved_execution_policy
-from sagas.coordinator import _graph
+from sagas.coordinator import _graph, nudges
+from sagas.coordinator._attempts import apply_failure_mode
+from sagas.coordinator._ready_queries import capacity, executing_count, ready_due
 from sagas.coordinator._tx import Tx, system_saga_tx
-from sagas.coordinator.compensation import saga_rollback_resume
-from sagas.coordinator.execution import apply_failure_mode, capacity, executing_count, ready_due
-from sagas.dispatch import nudge_node, nudge_rollback
+from sagas.coordinator.rollback import saga_rollback_resume
 from sagas.models import Node, Saga, Step
-from sagas.states import NodeStatus as N
-from sagas.states import SagaStatus
-from sagas.states import StepStatus as T
+from sagas.states import NodeStatus, SagaStatus, StepStatus
 
 logger = logging.getLogger("sagas.recovery")
 
@@ -114,12 +112,12 @@ def _guarded(report: RecoveryReport, saga_id: uuid.UUID, work: Callable[[uuid.UU
 
 
 def _sagas_with_expired_nodes(batch: int) -> list[uuid.UUID]:
-    expired = Node.objects.filter(status=N.EXECUTING, lease_expires_at__lt=Now())
+    expired = Node.objects.filter(status=NodeStatus.EXECUTING, lease_expires_at__lt=Now())
     return list(expired.values_list("saga_id", flat=True).distinct()[:batch])
 
 
 def _sagas_with_expired_immediate_steps(batch: int) -> list[uuid.UUID]:
-    expired = Step.objects.filter(status=T.EXECUTING, node__isnull=True, lease_expires_at__lt=Now())
+    expired = Step.objects.filter(status=StepStatus.EXECUTING, node__isnull=True, lease_expires_at__lt=Now())
     return list(expired.values_list("saga_id", flat=True).distinct()[:batch])
 
 
@@ -138,7 +136,7 @@ def _sagas_with_lost_nudges(batch: int) -> list[uuid.UUID]:
     # wave waits for the next run request, exactly as without a sweeper.
     lost = Q(dispatched_at__lt=timezone.now() - timedelta(seconds=NUDGE_RESEND_SECONDS))
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now())
-    nodes = Node.objects.filter(status=N.READY, saga__status=SagaStatus.ACTIVE, saga__run_steps_left__gt=0)
+    nodes = Node.objects.filter(status=NodeStatus.READY, saga__status=SagaStatus.ACTIVE, saga__run_steps_left__gt=0)
     return list(nodes.filter(lost & due).values_list("saga_id", flat=True).distinct()[:batch])
 
 
@@ -149,12 +147,12 @@ def _recover_nodes(saga_id: uuid.UUID, report: RecoveryReport) -> None:
     with system_saga_tx(saga_id) as tx:
         if tx is None:
             return  # another sweeper or a worker holds it now; the next pass looks again
-        expired = Node.objects.filter(saga=tx.saga, status=N.EXECUTING, lease_expires_at__lt=Now())
+        expired = Node.objects.filter(saga=tx.saga, status=NodeStatus.EXECUTING, lease_expires_at__lt=Now())
         for node in expired.select_related("step").order_by("position"):
             _recover_node(tx, node)
             report.nodes_recovered += 1
         if tx.saga.status == SagaStatus.FAILED and executing_count(tx.saga) == 0:
-            nudge_rollback(tx.saga.id)
+            nudges.nudge_rollback(tx.saga.id)
 
 
 def _recover_node(tx: Tx, node: Node) -> None:
@@ -165,13 +163,15 @@ def _recover_node(tx: Tx, node: Node) -> None:
     release = {"fence_token": fence, "lease_owner": "", "lease_expires_at": None}
     if policy["idempotent"] and node.attempts < int(policy["forward"]["max_attempts"]):
         # Safe to repeat: the same step id (idempotency key) is sent again by whoever claims it next.
-        tx.transition(node, N.READY, event=E.NODE_RECOVERED, error=WORKER_LOST, dispatched_at=timezone.now(), **release)
+        tx.transition(
+            node, NodeStatus.READY, event=E.NODE_RECOVERED, error=WORKER_LOST, dispatched_at=timezone.now(), **release
+        )
         tx.update(tx.saga, run_steps_left=tx.saga.run_steps_left + 1)  # the lost attempt gives its budget back
-        nudge_node(tx.saga.id, node.id)
+        nudges.nudge_node(tx.saga.id, node.id)
         return
     error = {**WORKER_LOST, "retryable": False, "attempts": node.attempts}
-    tx.transition(step, T.FAILED, event=E.STEP_RECOVERED, error=error, uncertain_outcome=True)
-    tx.transition(node, N.FAILED, event=E.NODE_RECOVERED, error=error, uncertain_outcome=True, **release)
+    tx.transition(step, StepStatus.FAILED, event=E.STEP_RECOVERED, error=error, uncertain_outcome=True)
+    tx.transition(node, NodeStatus.FAILED, event=E.NODE_RECOVERED, error=error, uncertain_outcome=True, **release)
     _graph.block_dependants(tx, node, "a dependency's worker was lost")
     apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
 
@@ -180,13 +180,15 @@ def _recover_immediate(saga_id: uuid.UUID, report: RecoveryReport) -> None:
     with system_saga_tx(saga_id) as tx:
         if tx is None:
             return
-        expired = Step.objects.filter(saga=tx.saga, node__isnull=True, status=T.EXECUTING, lease_expires_at__lt=Now())
+        expired = Step.objects.filter(
+            saga=tx.saga, node__isnull=True, status=StepStatus.EXECUTING, lease_expires_at__lt=Now()
+        )
         for step in expired.order_by("sequence"):
             policy = resolved_execution_policy(step.action_definition)
             error = {**WORKER_LOST, "retryable": False, "attempts": step.attempts}
             tx.transition(
                 step,
-                T.FAILED,
+                StepStatus.FAILED,
                 event=E.STEP_RECOVERED,
                 error=error,
                 uncertain_outcome=True,
@@ -206,7 +208,7 @@ def _start_rollback(saga_id: uuid.UUID, report: RecoveryReport, inline: bool) ->
             # Claim this retry once: the next one waits for a new failure to schedule it.
             tx.update(tx.saga, recovery_attempts=tx.saga.recovery_attempts + 1, next_recovery_at=None)
         if not inline:
-            nudge_rollback(tx.saga.id)
+            nudges.nudge_rollback(tx.saga.id)
     report.rollbacks_started += 1
     if inline:
         saga_rollback_resume(saga_id=saga_id)
@@ -220,5 +222,5 @@ def _resend_nudges(saga_id: uuid.UUID, report: RecoveryReport) -> None:
         lost = ready_due(tx.saga).filter(dispatched_at__lt=stale)
         for node in lost[: capacity(tx)]:
             tx.update(node, dispatched_at=timezone.now())
-            nudge_node(tx.saga.id, node.id)
+            nudges.nudge_node(tx.saga.id, node.id)
             report.nudges_resent += 1

@@ -2,7 +2,7 @@
 
 A run is data on the saga row (`run_max_parallel`, `run_steps_left`, who asked), so any worker, in any process,
 can continue it: after each outcome the worker that recorded it claims or nudges the nodes that became ready
-(sagas.coordinator.execution.dispatch_ready). The caller here only waits and reports what it sees.
+(sagas.coordinator.node_attempts.dispatch_ready). The caller here only waits and reports what it sees.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import authorize
 from sagas.coordinator import _policy
-from sagas.coordinator._tx import locked_saga
-from sagas.coordinator.execution import dispatch_ready
-from sagas.coordinator.preview import dry_run_nodes
+from sagas.coordinator._tx import Refusal, locked_saga
+from sagas.coordinator.node_attempts import dispatch_ready
+from sagas.coordinator.previews import dry_run_nodes
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Node, Saga
-from sagas.states import NodeStatus as N
-from sagas.states import SagaStatus
+from sagas.states import NodeStatus, SagaStatus
 
 # How long run_ready waits for the wave by default, and at most. Longer work keeps running on the workers; the
 # answer then says what is still in flight, and get_saga shows the rest.
@@ -106,12 +105,10 @@ def saga_run_ready(
                 f"Saga {tx.saga.id} is {tx.saga.status}; running steps needs ACTIVE. Nothing ran.{hint}",
             )
         if stop := _policy.kill_switch_stop(tx, "running ready steps"):
-            tx.refuse(stop)
-            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
+            raise Refusal(stop)
         decision = _policy.decide(tx, "run", requested_parallel=max_parallel)
         if not decision.allowed:
-            tx.refuse(_policy.refusal(decision, f"running saga {tx.saga.id}"))
-            return None  # type: ignore[return-value]  # never returned: the refusal is raised after commit
+            raise Refusal(_policy.refusal(decision, f"running saga {tx.saga.id}"))
         tx.update(
             tx.saga,
             run_max_parallel=max_parallel,
@@ -149,8 +146,8 @@ def run_report(saga_id: uuid.UUID, max_steps: int) -> RunReport:
     saga = Saga.objects.get(pk=saga_id)
     now = timezone.now()
     counts = dict(Counter(n["status"] for n in nodes))
-    executing = [n for n in nodes if n["status"] == N.EXECUTING]
-    ready = [n for n in nodes if n["status"] == N.READY]
+    executing = [n for n in nodes if n["status"] == NodeStatus.EXECUTING]
+    ready = [n for n in nodes if n["status"] == NodeStatus.READY]
     budget = saga.run_steps_left > 0 and saga.status == SagaStatus.ACTIVE
     settled = not executing and saga.status not in UNSETTLED_SAGA_STATES and not (budget and ready)
     report = RunReport(
@@ -172,8 +169,8 @@ def run_report(saga_id: uuid.UUID, max_steps: int) -> RunReport:
 def _why(saga: Saga, counts: dict[str, int], budget: bool) -> str:
     if saga.status != SagaStatus.ACTIVE:
         return f"saga_{saga.status.lower()}"
-    if counts.get(N.READY) and not budget:
+    if counts.get(NodeStatus.READY) and not budget:
         return "max_steps"
-    if counts.get(N.WAITING_APPROVAL):
+    if counts.get(NodeStatus.WAITING_APPROVAL):
         return "waiting_approval"
     return "no_ready_nodes"

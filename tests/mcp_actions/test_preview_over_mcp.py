@@ -12,7 +12,7 @@ from audit.chain import verify_chain
 from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.models import Node
-from sagas.previews import preview_report
+from sagas.selectors import preview_report
 from sagas.states import NodeStatus, SagaStatus
 from tests.contracts import register
 from tests.mcp_actions.conftest import DemoWorld, create_contact, http_server, mcp_contract

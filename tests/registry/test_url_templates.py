@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from registry.actions import InvocationContext, invoke_compensation, invoke_forward
 from registry.contracts import compensation_needs_result, validate_contract, validate_registry_document
+from registry.dry_requests import preview_request
 from registry.errors import ActionFailure, RegistryError
-from registry.preview import preview_request
 from tests.httpserver import RecordingHTTPServer
 
 ITEM_URL = "/items/${input.id}/detail?sku=${input.sku}&page=1"

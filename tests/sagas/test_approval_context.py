@@ -1,4 +1,4 @@
-"""sagas.approval_context: why each approval was required, what undoing the action takes, and the digest it binds."""
+"""sagas.selectors.approvals: why each approval was required, what undoing the action takes, and the digest it binds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.approval_context import approval_context
 from sagas.models import Approval, Node
+from sagas.selectors.approvals import approval_context
 from sagas.states import ApprovalStatus, NodeStatus
 from tests.approvals import CHARGE_INPUT, digest_of, plan_charge
 from tests.contracts import http_contract, register

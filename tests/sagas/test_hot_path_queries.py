@@ -15,7 +15,8 @@ from django.test.utils import CaptureQueriesContext
 
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator import execution
+from sagas.coordinator import node_attempts, nudges
+from sagas.coordinator._attempts import Claim
 from sagas.executor import Outcome
 from sagas.models import Node
 from sagas.states import NodeStatus
@@ -46,10 +47,10 @@ NOOP = {
 
 
 @pytest.fixture
-def nudges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
+def recorded_nudges(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, Any]]:
     """Nudges are recorded instead of run, so the test drives each claim itself on one connection."""
     sent: list[tuple[Any, Any]] = []
-    monkeypatch.setattr(execution, "nudge_node", lambda saga_id, node_id, delay=0.0: sent.append((saga_id, node_id)))
+    monkeypatch.setattr(nudges, "nudge_node", lambda saga_id, node_id, delay=0.0: sent.append((saga_id, node_id)))
     register(NOOP)
     return sent
 
@@ -58,21 +59,21 @@ def _plan(actor: Principal, saga_id: object, key: str, after: list[str]) -> Node
     return coordinator.node_plan(actor=actor, saga_id=saga_id, action="noop", input={}, key=key, depends_on=after)
 
 
-def _record_counting(claim: execution.Claim) -> tuple[int, execution.Claim | None]:
+def _record_counting(claim: Claim) -> tuple[int, Claim | None]:
     with CaptureQueriesContext(connection) as queries:
-        chained = execution._record(claim, Outcome(ok=True, result={}))
+        chained = node_attempts._record(claim, Outcome(ok=True, result={}))
     return len(queries.captured_queries), chained
 
 
 def test_a_chained_step_costs_the_same_fixed_queries_at_every_position(
-    operator: Principal, nudges: list[tuple[Any, Any]]
+    operator: Principal, recorded_nudges: list[tuple[Any, Any]]
 ) -> None:
     saga = coordinator.saga_begin(actor=operator)
     previous: list[str] = []
     for i in range(6):
         previous = [_plan(operator, saga.id, f"n{i}", previous).key or ""]
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id, max_parallel=1, wait_seconds=0)
-    claim = execution._claim_nudged(*nudges[0])
+    claim = node_attempts._claim_nudged(*recorded_nudges[0])
     counts = []
     while claim is not None:
         count, claim = _record_counting(claim)
@@ -87,18 +88,18 @@ def test_a_chained_step_costs_the_same_fixed_queries_at_every_position(
 
 @pytest.mark.parametrize("width", [4, 16])
 def test_a_fan_out_is_promoted_and_nudged_in_constant_queries(
-    operator: Principal, nudges: list[tuple[Any, Any]], width: int, request: pytest.FixtureRequest
+    operator: Principal, recorded_nudges: list[tuple[Any, Any]], width: int, request: pytest.FixtureRequest
 ) -> None:
     saga = coordinator.saga_begin(actor=operator)
     _plan(operator, saga.id, "root", [])
     for i in range(width):
         _plan(operator, saga.id, f"leaf{i}", ["root"])
     coordinator.saga_run_ready(actor=operator, saga_id=saga.id, max_parallel=32, wait_seconds=0)
-    claim = execution._claim_nudged(*nudges.pop())
+    claim = node_attempts._claim_nudged(*recorded_nudges.pop())
     assert claim is not None
     count, chained = _record_counting(claim)
     assert chained is not None  # one leaf is claimed here, in the same commit
-    assert len(nudges) == width - 1  # the rest go to other workers
+    assert len(recorded_nudges) == width - 1  # the rest go to other workers
     statuses = list(Node.objects.filter(saga=saga, key__startswith="leaf").values_list("status", flat=True))
     assert sorted(statuses) == sorted([NodeStatus.EXECUTING] + [NodeStatus.READY] * (width - 1))
     # Same statements for 4 and 16 leaves: the promotion and the nudge bookkeeping are single statements.

@@ -16,7 +16,7 @@ from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.errors import SagaError
 from sagas.models import Node, Saga, Step
-from sagas.previews import preview_report
+from sagas.selectors import preview_report
 from sagas.states import NodeStatus, SagaStatus, StepStatus
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer

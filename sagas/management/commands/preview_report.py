@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from governance.errors import ServiceError
 from governance.identity.principal import system_principal
 from sagas.models import Saga
-from sagas.previews import preview_report
+from sagas.selectors import preview_report
 
 
 class Command(BaseCommand):

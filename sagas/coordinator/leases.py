@@ -5,9 +5,10 @@ same conditional UPDATE; every completion write is conditioned on that token, so
 can never record an outcome. Deadlines are computed by the database (now() + ttl), so all processes compare
 leases against one clock.
 
-While an action runs outside any transaction, its lease is renewed every ttl/3 by one daemon thread per process
-(not a thread per attempt). A renewal only touches a row whose fence token and owner still match, so a worker
-that lost its lease cannot extend someone else's.
+While an action runs outside any transaction, the coordinator keeps its lease alive (`heartbeat`): one daemon
+thread per process (not a thread per attempt) renews every lease it holds every ttl/3. A renewal is a coordinator
+write like any other, conditioned on the row: it only touches a row whose fence token and owner still match, so a
+worker that lost its lease cannot extend someone else's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from django.db.models.functions import Now
 
 from sagas.models import Node, Saga, Step
 
-logger = logging.getLogger("sagas.leases")
+logger = logging.getLogger("sagas.coordinator.leases")
 
 _PROCESS_WORKER_ID = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
 

@@ -1,10 +1,11 @@
-"""What an approver needs to judge one approval request, computed once for every surface (reads only).
+"""Approval reads: the tenant's pending requests, whether a node holds a binding approval, and what an approver
+needs to judge one request, computed once for every surface.
 
 The console's queue, decide page and saga detail, the REST approval list and the MCP and A2A views of a waiting
-node (sagas.shapes.node_to_dict) all read an approval through `approval_contexts`: the node's input (field by
+node (sagas.selectors.shapes.node_to_dict) all read an approval through `approval_contexts`: the node's input (field by
 field, long values folded), the pinned contract's risk, reversibility and compensation, the rule or contract that
-required the approval, and the input digest the approval binds to (the one the coordinator compares before the
-node may run, sagas.coordinator.execution._check_approval).
+required the approval, and the input digest the approval binds to (`input_digest`, the one the coordinator stores
+when it requests an approval and compares, through `has_binding_approval`, before the node may run).
 
 Inputs hold no secrets (secret_ref values live only in contract headers and are resolved at call time), so an
 input is shown as stored. None of this is written to the audit chain, which stays payload-free.
@@ -18,10 +19,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
+from audit.canonical import sha256_hex
+from governance.identity.principal import Principal
 from registry.models import ActionDefinition
-from sagas.coordinator._actions import input_digest
 from sagas.models import Approval, Node
 from sagas.states import ApprovalStatus, NodeStatus
 
@@ -29,7 +31,7 @@ from sagas.states import ApprovalStatus, NodeStatus
 # id reads at a glance; a note, a list or an object longer than this is folded to a preview with the whole value
 # one click (or one field) away, so a long value never pushes the decision off the screen.
 PREVIEW_CHARS = 80
-# requested_by values the coordinator stores (sagas.coordinator.planning.request_approval).
+# requested_by values the coordinator stores (sagas.coordinator.approvals.approval_request).
 POLICY_PREFIX = "policy:"
 RETRY = "retry"
 
@@ -40,6 +42,29 @@ CONSEQUENCE = {
     "read_only": "read only — changes nothing, nothing to undo",
     "unknown": "reversibility unknown — treat it as irreversible",
 }
+
+
+def pending_approvals(actor: Principal) -> QuerySet[Approval]:
+    """The tenant's approval requests still waiting for a decision, on nodes still WAITING_APPROVAL (served by
+    approval_status_created_idx). The console's queue and the REST approval list read through this one query."""
+    return Approval.objects.filter(
+        status=ApprovalStatus.PENDING, node__status=NodeStatus.WAITING_APPROVAL, node__saga__tenant_id=actor.tenant_id
+    )
+
+
+def input_digest(payload: Any) -> str:
+    """The digest an approval binds to: the SHA-256 of the node input's canonical JSON."""
+    return sha256_hex(payload)
+
+
+def has_binding_approval(node: Node) -> bool:
+    """An APPROVED decision bound to the node's current contract hash and input digest exists."""
+    approval = node.approvals.filter(status=ApprovalStatus.APPROVED).order_by("-decided_at").first()
+    return (
+        approval is not None
+        and approval.definition_hash == node.action_definition_hash
+        and approval.input_digest == input_digest(node.input)
+    )
 
 
 @dataclass(frozen=True)

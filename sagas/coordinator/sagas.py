@@ -1,4 +1,5 @@
-"""Saga lifecycle: begin, checkpoint, commit."""
+"""Sagas: begin one, checkpoint a milestone, commit it. (Rollback is sagas.coordinator.rollback; promoting a
+preview, sagas.coordinator.previews.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from governance import kill_switch
 from governance.identity.principal import Principal
 from governance.identity.rbac import authorize
 from sagas.coordinator import _policy, gates
-from sagas.coordinator._tx import locked_saga, new_saga_tx
+from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
 from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaStatus, StepStatus
@@ -39,7 +40,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     """Start an ACTIVE saga for the actor's tenant.
 
     Effects: Saga(ACTIVE), audit SAGA_STARTED (data `preview: true` for a preview saga, whose steps are dry runs:
-    sagas.coordinator.preview). `metadata._identity` is written by the server; a caller value is discarded.
+    sagas.coordinator.previews). `metadata._identity` is written by the server; a caller value is discarded.
     Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview.
     """
     authorize(actor, "begin")
@@ -113,7 +114,6 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 "Roll the saga back.",
             )
         if not (decision := _policy.decide(tx, "commit")).allowed:
-            tx.refuse(_policy.refusal(decision, f"committing saga {saga.id}"))
-            return saga
+            raise Refusal(_policy.refusal(decision, f"committing saga {saga.id}"))
         tx.transition(saga, SagaStatus.COMMITTED, event=E.SAGA_COMMITTED, error=None)
     return saga

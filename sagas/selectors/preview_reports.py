@@ -17,7 +17,8 @@ from governance.policy.engine import risk_units
 from registry.contracts import has_compensation
 from sagas.errors import InvalidTransition
 from sagas.models import Saga, Step
-from sagas.selectors import saga_get, saga_verify_audit
+from sagas.selectors.audit_trail import saga_verify_audit
+from sagas.selectors.sagas import saga_get
 from sagas.states import NodeStatus, StepStatus
 
 # Report order, most dangerous first; unknown is never assumed safe.

@@ -16,20 +16,20 @@ from typing import Any
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import authorize
+from registry.dry_requests import preview_request
 from registry.errors import ActionFailure
-from registry.preview import preview_request
 from sagas.coordinator import _actions, _policy
 from sagas.coordinator._tx import Tx, locked_saga
-from sagas.coordinator.lifecycle import saga_begin
-from sagas.coordinator.planning import node_plan
+from sagas.coordinator.nodes import node_plan
+from sagas.coordinator.sagas import saga_begin
 from sagas.errors import InvalidTransition, SagaError
 from sagas.models import Node, Saga, Step
-from sagas.states import NodeStatus as N
-from sagas.states import SagaStatus
-from sagas.states import StepStatus as T
+from sagas.states import NodeStatus, SagaStatus, StepStatus
 
 # Nodes a dry run evaluates: every node that has not run (DRY ones already were).
-DRY_RUN_FROM = frozenset({N.WAITING_DEPENDENCY, N.WAITING_APPROVAL, N.READY, N.BLOCKED})
+DRY_RUN_FROM = frozenset(
+    {NodeStatus.WAITING_DEPENDENCY, NodeStatus.WAITING_APPROVAL, NodeStatus.READY, NodeStatus.BLOCKED}
+)
 DRY_NOTE = (
     "Recorded as a dry run and NOT executed: this is a preview saga, so nothing reaches the real world. Keep "
     "planning; get_preview_report shows what the whole saga would do, and promote_preview runs it for real."
@@ -42,7 +42,7 @@ def dry_run_nodes(tx: Tx) -> int:
     nodes = list(Node.objects.filter(saga=tx.saga, status__in=DRY_RUN_FROM).order_by("position"))
     for node in nodes:
         step, verdict = _dry_step(tx, node.action, node.action_version, node.input, node=node)
-        tx.transition(node, N.DRY, step=step, result=verdict, error=None)
+        tx.transition(node, NodeStatus.DRY, step=step, result=verdict, error=None)
     return len(nodes)
 
 
@@ -73,7 +73,7 @@ def _dry_step(
         action_definition_hash=pinned.definition_hash if pinned else (node.action_definition_hash if node else ""),
         action_definition=pinned.definition if pinned else {},
         input=payload,
-        status=T.DRY,
+        status=StepStatus.DRY,
         attempts=0,
     )
     verdict = _verdict(tx, step, pinned, node)
@@ -84,7 +84,7 @@ def _dry_step(
         E.STEP_DRY,
         node=node,
         step=step,
-        status=T.DRY,
+        status=StepStatus.DRY,
         data={key: verdict[key] for key in ("outside_preview", "reversibility", "risk", "policy_effect")},
     )
     return step, verdict

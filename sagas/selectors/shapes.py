@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sagas.approval_context import ApprovalContext, approval_context, pending_of, waiting_contexts
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
+from sagas.selectors.approvals import ApprovalContext, approval_context, pending_of, waiting_contexts
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -63,7 +63,7 @@ def approval_to_dict(approval: Approval | None) -> dict[str, Any] | None:
 def node_to_dict(
     node: Node, *, payload: bool = True, contexts: Mapping[uuid.UUID, ApprovalContext] | None = None
 ) -> dict[str, Any]:
-    """`contexts` (approval_context.waiting_contexts) saves a lookup per waiting node when shaping many."""
+    """`contexts` (selectors.approvals.waiting_contexts) saves a lookup per waiting node when shaping many."""
     approvals = list(node.approvals.all())
     out: dict[str, Any] = {
         "id": str(node.id),

@@ -1,4 +1,6 @@
-"""The two reads every chained step makes, as hand-written SQL (docs/benchmarks.md, "Where a chained step's time
+"""Which nodes may run now: ready nodes within the run's capacity, and dependants a completion made ready.
+
+The two reads every chained step makes are hand-written SQL (docs/benchmarks.md, "Where a chained step's time
 goes"): building these through the ORM cost several times what the database spends answering them.
 
 Both are plain SQL that SQLite and PostgreSQL read alike; values are prepared by the model fields themselves (a UUID
@@ -13,10 +15,12 @@ from functools import cache
 from typing import Any
 
 from django.db import connection
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
-from sagas.models import Node, NodeDependency
-from sagas.states import NodeStatus as N
+from sagas.coordinator._tx import Tx
+from sagas.models import Node, NodeDependency, Saga
+from sagas.states import NodeStatus, SagaStatus
 
 
 def _prep(model: Any, field: str, value: Any) -> Any:
@@ -46,7 +50,7 @@ def ready_nodes(saga_id: uuid.UUID, limit: int, only: uuid.UUID | None = None) -
         f'AS "executing" FROM {t["node"]} n WHERE n."saga_id" = %s AND n."status" = %s '
         f'AND (n."next_attempt_at" IS NULL OR n."next_attempt_at" <= {_now_sql(connection.vendor)})'
     )
-    params: list[Any] = [N.EXECUTING, _prep(Node, "id", saga_id), N.READY]
+    params: list[Any] = [NodeStatus.EXECUTING, _prep(Node, "id", saga_id), NodeStatus.READY]
     if only is not None:
         sql += ' AND n."id" = %s'
         params.append(_prep(Node, "id", only))
@@ -68,5 +72,40 @@ def dependants_now_ready(node: Node) -> list[Node]:
         f'WHERE u."node_id" = n."id" AND u2."status" <> %s) ORDER BY n."position"'
     )
     node_id = _prep(Node, "id", node.pk)
-    params = [_prep(Node, "id", node.saga_id), N.WAITING_DEPENDENCY, node_id, N.COMPLETED]
+    params = [_prep(Node, "id", node.saga_id), NodeStatus.WAITING_DEPENDENCY, node_id, NodeStatus.COMPLETED]
     return list(Node.objects.raw(sql, params))
+
+
+def ready_due(saga: Saga) -> QuerySet[Node]:
+    """READY nodes of the saga whose retry backoff (if any) has passed, in planning order."""
+    due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now())
+    return (
+        Node.objects.filter(saga=saga, status=NodeStatus.READY).filter(due).select_related("step").order_by("position")
+    )
+
+
+def executing_count(saga: Saga) -> int:
+    return Node.objects.filter(saga=saga, status=NodeStatus.EXECUTING).count()
+
+
+def ready_within_capacity(tx: Tx, only: uuid.UUID | None = None) -> list[Node]:
+    """The ready nodes (or the one node `only`) that the saga's current run may start now, across all workers.
+
+    One query: the ready rows carry the saga's EXECUTING count, so the capacity check costs no round trip of its
+    own; none at all when the run is spent or the saga is not ACTIVE.
+    """
+    saga = tx.saga
+    if saga.status != SagaStatus.ACTIVE or saga.run_steps_left <= 0:
+        return []
+    rows = ready_nodes(saga.id, saga.run_max_parallel, only)
+    if not rows:
+        return []
+    free = min(saga.run_max_parallel - getattr(rows[0], "executing"), saga.run_steps_left)  # noqa: B009
+    return rows[: max(0, free)]
+
+
+def capacity(tx: Tx) -> int:
+    """How many more attempts the saga's current run may start now, across all workers."""
+    if tx.saga.status != SagaStatus.ACTIVE:
+        return 0
+    return max(0, min(tx.saga.run_max_parallel - executing_count(tx.saga), tx.saga.run_steps_left))

@@ -1,4 +1,7 @@
-"""Rollback: compensate journaled steps newest-first from their persisted contract snapshots.
+"""Rollback: unwind a saga by compensating its journaled steps newest-first from their persisted contract snapshots.
+
+The rollback runner holds a fenced lease on the saga row (kept alive by sagas.coordinator.leases.heartbeat while
+it runs), so a crashed runner is resumed by the recovery sweep and two runners never compensate one saga.
 
 Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
 - a step is compensated with the contract it ran with (its snapshot), never the registry's current version, and a
@@ -31,19 +34,20 @@ from registry.contracts import (
 from registry.templating import references_forward_answer
 from sagas import executor
 from sagas.coordinator import _policy
-from sagas.coordinator._tx import Tx, locked_saga, parse_uuid
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator.leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.errors import InvalidTransition
-from sagas.leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.models import Node, Saga, Step
+from sagas.selectors.scope import parse_uuid
 from sagas.states import (
     COMPENSABLE_STEP_STATES,
     NOT_STARTED_NODE_STATES,
     ROLLBACK_REFUSED_STATES,
+    NodeStatus,
     SagaStatus,
+    StepStatus,
     can_transition,
 )
-from sagas.states import NodeStatus as N
-from sagas.states import StepStatus as T
 
 # A compensation backoff is waited for inline, capped so one slow downstream cannot hold a rollback for long.
 MAX_COMPENSATION_WAIT_SECONDS = 30.0
@@ -95,9 +99,9 @@ def saga_rollback_resume(*, saga_id: object, trace: dict[str, str] | None = None
 
 def in_flight(saga: Saga) -> int:
     """Attempts of this saga executing right now under a live lease (node attempts or an immediate step)."""
-    live_node = Q(node__isnull=False, node__status=N.EXECUTING, node__lease_expires_at__gt=Now())
+    live_node = Q(node__isnull=False, node__status=NodeStatus.EXECUTING, node__lease_expires_at__gt=Now())
     live_immediate = Q(node__isnull=True, lease_expires_at__gt=Now())
-    return saga.steps.filter(status=T.EXECUTING).filter(live_node | live_immediate).count()
+    return saga.steps.filter(status=StepStatus.EXECUTING).filter(live_node | live_immediate).count()
 
 
 def _request(actor: Principal, saga_id: object) -> uuid.UUID:
@@ -139,7 +143,7 @@ def _start(actor: Principal, saga_id: uuid.UUID) -> int | None:
         )
         for node in Node.objects.filter(saga=saga, status__in=NOT_STARTED_NODE_STATES).order_by("pk"):
             error = {"code": "SAGA_ROLLED_BACK", "message": "The saga was rolled back before this node ran."}
-            tx.transition(node, N.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
+            tx.transition(node, NodeStatus.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
         return fence
 
 
@@ -167,10 +171,10 @@ def _pending_steps(saga_id: uuid.UUID) -> list[uuid.UUID]:
 
 
 def _fail(tx: Tx, step: Step, error: dict[str, Any]) -> None:
-    if step.status != T.COMPENSATING:
-        tx.transition(step, T.COMPENSATING, compensation_attempts=step.compensation_attempts)
-    tx.transition(step, T.COMPENSATION_FAILED, event=E.COMPENSATION_FAILED, compensation_error=error)
-    _move_node(tx, step, N.COMPENSATION_FAILED)
+    if step.status != StepStatus.COMPENSATING:
+        tx.transition(step, StepStatus.COMPENSATING, compensation_attempts=step.compensation_attempts)
+    tx.transition(step, StepStatus.COMPENSATION_FAILED, event=E.COMPENSATION_FAILED, compensation_error=error)
+    _move_node(tx, step, NodeStatus.COMPENSATION_FAILED)
 
 
 def _move_node(tx: Tx, step: Step, target: str) -> None:
@@ -206,7 +210,10 @@ def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int)
             _no_receipt(tx, step)
             return None
         tx.transition(
-            step, T.COMPENSATING, event=E.COMPENSATION_STARTED, compensation_attempts=step.compensation_attempts + 1
+            step,
+            StepStatus.COMPENSATING,
+            event=E.COMPENSATION_STARTED,
+            compensation_attempts=step.compensation_attempts + 1,
         )
     return step
 
@@ -231,7 +238,9 @@ def _forward_receipt(step: Step) -> Any:
 
 def _no_compensation(tx: Tx, step: Step) -> None:
     reversibility = step.action_definition.get("semantic", {}).get("reversibility")
-    if reversibility == "read_only" or (step.status == T.FAILED and not step.uncertain_outcome and step.result is None):
+    if reversibility == "read_only" or (
+        step.status == StepStatus.FAILED and not step.uncertain_outcome and step.result is None
+    ):
         # Nothing in the world to undo: a read, or a failure that produced no effect and no receipt.
         tx.record(E.COMPENSATION_SKIPPED, step=step, status=step.status, data={"reversibility": reversibility})
         return
@@ -248,7 +257,7 @@ def _no_compensation(tx: Tx, step: Step) -> None:
 
 def _no_receipt(tx: Tx, step: Step) -> None:
     """The compensation addresses what the forward call created (`${result.x}`), and there is no result."""
-    if step.status == T.FAILED and not step.uncertain_outcome:
+    if step.status == StepStatus.FAILED and not step.uncertain_outcome:
         # The target refused or failed the call and returned nothing identifiable: nothing was created to undo.
         tx.record(E.COMPENSATION_SKIPPED, step=step, status=step.status, data={"reason": "no_forward_result"})
         return
@@ -279,7 +288,7 @@ def _compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence:
         with telemetry.span(
             "saga.compensation", saga_id=str(saga_id), action=step.action, attempt=step.compensation_attempts
         ):
-            outcome = executor.perform(step.action_definition, ctx, compensation=True, lease=None)
+            outcome = executor.perform(step.action_definition, ctx, compensation=True)
         step = _record(actor, saga_id, step, outcome, fence)
     return Saga.objects.filter(pk=saga_id, fence_token=fence, status=SagaStatus.ROLLING_BACK).exists()
 
@@ -291,7 +300,7 @@ def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.
     with locked_saga(saga_id, actor) as tx:
         step.refresh_from_db()
         # A lost lease drops this outcome: the new runner repeats the call with the same `:rollback` key.
-        if _runner_lost(tx, fence, step) or step.status != T.COMPENSATING:
+        if _runner_lost(tx, fence, step) or step.status != StepStatus.COMPENSATING:
             return None
         telemetry.count(
             "saga.compensations", "Compensation attempts by outcome", outcome="ok" if outcome.ok else "failed"
@@ -299,12 +308,12 @@ def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.
         if outcome.ok:
             tx.transition(
                 step,
-                T.COMPENSATED,
+                StepStatus.COMPENSATED,
                 event=E.COMPENSATION_COMPLETED,
                 compensation_result=outcome.result,
                 compensation_error=None,
             )
-            _move_node(tx, step, N.COMPENSATED)
+            _move_node(tx, step, NodeStatus.COMPENSATED)
             return None
         error = dict(outcome.error or {})
         if not outcome.retryable or step.compensation_attempts >= int(policy["max_attempts"]):
@@ -315,7 +324,7 @@ def _record(actor: Principal, saga_id: uuid.UUID, step: Step, outcome: executor.
         tx.record(
             E.COMPENSATION_ATTEMPT_FAILED,
             step=step,
-            status=T.COMPENSATING,
+            status=StepStatus.COMPENSATING,
             data={"attempt": step.compensation_attempts - 1, "error_code": error.get("code")},
         )
     time.sleep(min(delay, MAX_COMPENSATION_WAIT_SECONDS))
@@ -327,7 +336,7 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
         saga = tx.saga
         if _runner_lost(tx, fence):
             return saga
-        failed = list(saga.steps.filter(status=T.COMPENSATION_FAILED).order_by("-sequence"))
+        failed = list(saga.steps.filter(status=StepStatus.COMPENSATION_FAILED).order_by("-sequence"))
         release = {"lease_owner": "", "lease_expires_at": None}
         if not failed:
             tx.transition(saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED, next_recovery_at=None, **release)

@@ -1,6 +1,6 @@
 """What an action would send, without sending it: the forward request with templates resolved and secrets redacted.
 
-Used by preview sagas (sagas.coordinator.preview). Secret references are never resolved here, so a preview can
+Used by preview sagas (sagas.coordinator.previews). Secret references are never resolved here, so a preview can
 neither leak a secret nor fail because one is missing where it runs; the redacted value names the reference so
 an operator can check it is the intended one.
 """

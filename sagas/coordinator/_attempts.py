@@ -1,0 +1,277 @@
+"""One attempt of a journaled step, in three phases (docs/architecture.md section 5), shared by node attempts
+(sagas.coordinator.node_attempts) and immediate steps (sagas.coordinator.immediate_steps).
+
+1. claim, in a short transaction: the step row is written EXECUTING with its contract snapshot before anything
+   is called (write-ahead), under a lease whose fence token this attempt carries in its `Claim`;
+2. call, outside any transaction: the action runs with the step id as idempotency key while the lease is kept
+   alive (sagas.coordinator.leases.heartbeat);
+3. record, in a short transaction: the outcome is written only if the fence still matches; a stale worker's
+   outcome is audited (STALE_WRITE_REFUSED) and dropped. A retryable failure with attempts left is scheduled
+   again under the same step id; an exhausted one applies the contract's failure_mode to the saga.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from audit import telemetry
+from audit.models import EventType as E
+from governance.identity.principal import Principal
+from registry.actions import InvocationContext
+from registry.contracts import backoff_seconds
+from sagas import executor
+from sagas.coordinator import _actions, _graph, nudges
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator.leases import LeaseRef, heartbeat, seconds_from_now
+from sagas.models import Node, Step
+from sagas.states import NodeStatus, SagaStatus, StepStatus
+
+# What a recorded outcome leads to in the same commit: the next claim of the same run, if any (node attempts).
+FollowUp = Callable[[Tx], "Claim | None"]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An attempt this process owns: what to call, and the fence that proves ownership when recording."""
+
+    actor: Principal
+    saga_id: uuid.UUID
+    step_id: uuid.UUID
+    node_id: uuid.UUID | None
+    fence: int
+    attempt: int
+    pinned: _actions.Pinned
+    input: dict[str, Any]
+    prior_receipt: Any = None  # the previous attempt's receipt, kept when it failed (see InvocationContext)
+
+    def context(self) -> InvocationContext:
+        return InvocationContext(
+            saga_id=str(self.saga_id),
+            step_id=str(self.step_id),
+            idempotency_key=str(self.step_id),
+            input=self.input,
+            attempt=self.attempt,
+            prior_receipt=self.prior_receipt,
+        )
+
+    def lease(self) -> LeaseRef:
+        """Node attempts hold the node's lease; an immediate step holds its own."""
+        if self.node_id is None:
+            return LeaseRef(Step, self.step_id, self.fence)
+        return LeaseRef(Node, self.node_id, self.fence)
+
+
+# --- phase 1: claim (the caller's transaction) -------------------------------------------------------------------
+
+
+def new_step(
+    tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: Node | None, fence: int, **lease: Any
+) -> Step:
+    """The write-ahead row: EXECUTING, first attempt, with the contract snapshot it runs under."""
+    step = Step(
+        saga=tx.saga,
+        sequence=tx.saga.next_sequence,
+        node=node,
+        action=pinned.action,
+        action_version=pinned.version,
+        action_definition_hash=pinned.definition_hash,
+        action_definition=pinned.definition,
+        input=payload,
+        status=StepStatus.EXECUTING,
+        attempts=1,
+        fence_token=fence,
+        **lease,
+    )
+    step.save(force_insert=True)
+    tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
+    return step
+
+
+def prior_receipt(step: Step) -> Any:
+    """The receipt the failed attempt left in its error (read before the retry clears the error)."""
+    return (step.error or {}).get("receipt") if isinstance(step.error, dict) else None
+
+
+# --- phase 2: call (no transaction) -------------------------------------------------------------------------------
+
+
+def perform(claim: Claim) -> executor.Outcome:
+    """Call the action with the step id as idempotency key, keeping the claim's lease alive meanwhile."""
+    started = time.monotonic()
+    with heartbeat(claim.lease()):
+        outcome = executor.perform(claim.pinned.definition, claim.context(), compensation=False)
+    seconds = time.monotonic() - started
+    telemetry.observe_seconds(
+        "saga.attempt.duration", "Time an action call took", seconds, outcome="ok" if outcome.ok else "failed"
+    )
+    return outcome
+
+
+# --- phase 3: record ----------------------------------------------------------------------------------------------
+
+
+def record_outcome(
+    claim: Claim, outcome: executor.Outcome, follow_up: FollowUp | None = None
+) -> tuple[str, Claim | None]:
+    """Record the outcome if the claim still owns its lease; `follow_up` then runs in the same commit (a node's
+    next claim). Returns the verdict ('completed', 'retry', 'failed' or 'stale') and the follow-up's claim."""
+    outcome = _checked_outcome(claim, outcome)
+    with locked_saga(claim.saga_id, claim.actor) as tx:
+        owned = _owns(tx, claim)
+        if owned is None:
+            return "stale", None
+        node, step = owned
+        if outcome.ok:
+            _record_success(tx, node, step, outcome.result)
+            verdict = "completed"
+        else:
+            verdict = _record_failure(tx, claim, node, step, outcome)
+        telemetry.count("saga.attempts", "Action attempts by outcome", outcome=verdict)
+        return verdict, (follow_up(tx) if follow_up is not None else None)
+
+
+def apply_failure_mode(tx: Tx, failure_mode: str, error: dict[str, Any]) -> None:
+    """An exhausted or refused attempt stops its ACTIVE saga: `pause` waits in RECOVERY_REQUIRED for an operator,
+    anything else (`rollback`) marks it FAILED, the rollback pending until nothing is in flight."""
+    if tx.saga.status != SagaStatus.ACTIVE:
+        return
+    if failure_mode == "pause":
+        tx.transition(tx.saga, SagaStatus.RECOVERY_REQUIRED, event=E.RECOVERY_REQUIRED, error=error)
+    else:
+        tx.transition(tx.saga, SagaStatus.FAILED, event=E.SAGA_FAILED, error=error)
+
+
+def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcome:
+    """Output is validated after the call; a bad output keeps its receipt and counts as a permanent failure."""
+    if not outcome.ok:
+        return outcome
+    errors = _actions.output_errors(claim.pinned.definition, outcome.result)
+    if not errors:
+        return outcome
+    error = {
+        "code": "OUTPUT_INVALID",
+        "message": f"{claim.pinned.action}@{claim.pinned.version} answered with output that does not match its "
+        f"output_schema: {'; '.join(errors[:5])}. The answer is kept as the step's receipt.",
+        "retryable": False,
+        "uncertain": False,
+    }
+    return executor.Outcome(ok=False, result=outcome.result, error=error)
+
+
+def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
+    node = None
+    if claim.node_id:
+        node = Node.objects.select_related("step").get(pk=claim.node_id)  # node and its step in one query
+        step = node.step if node.step_id == claim.step_id and node.step else Step.objects.get(pk=claim.step_id)
+        holder: Node | Step = node
+    else:
+        step = holder = Step.objects.get(pk=claim.step_id)
+    still_ours = holder.fence_token == claim.fence and step.status == StepStatus.EXECUTING
+    if node is not None:
+        still_ours = still_ours and node.status == NodeStatus.EXECUTING
+    if not still_ours:
+        # A stale worker: someone reclaimed the lease. Its outcome is evidence, never state.
+        tx.record(
+            E.STALE_WRITE_REFUSED,
+            node=node,
+            step=step,
+            status=step.status,
+            data={"attempt": claim.attempt, "fence_token": claim.fence},
+        )
+        return None
+    return node, step
+
+
+def _record_success(tx: Tx, node: Node | None, step: Step, result: Any) -> None:
+    release = {"lease_owner": "", "lease_expires_at": None} if node is None else {}
+    tx.transition(
+        step,
+        StepStatus.COMPLETED,
+        event=E.STEP_COMPLETED,
+        result=result,
+        error=None,
+        uncertain_outcome=False,
+        **release,
+    )
+    if node is None:
+        return
+    tx.transition(
+        node,
+        NodeStatus.COMPLETED,
+        event=E.NODE_COMPLETED,
+        result=result,
+        error=None,
+        lease_owner="",
+        lease_expires_at=None,
+        uncertain_outcome=False,
+    )
+    _graph.promote_dependants(tx, node)
+
+
+def _record_failure(tx: Tx, claim: Claim, node: Node | None, step: Step, outcome: executor.Outcome) -> str:
+    error = dict(outcome.error or {})
+    policy = claim.pinned.policy
+    attempts_left = claim.attempt < int(policy["forward"]["max_attempts"])
+    receipt = outcome.result if outcome.result is not None else step.result
+    if outcome.retryable and attempts_left and tx.saga.status == SagaStatus.ACTIVE:
+        _schedule_retry(tx, claim, node, step, error, receipt, outcome.uncertain)
+        return "retry"
+    error["attempts"] = claim.attempt
+    release = {"lease_owner": "", "lease_expires_at": None} if node is None else {}
+    tx.transition(
+        step,
+        StepStatus.FAILED,
+        event=E.STEP_FAILED,
+        error=error,
+        result=receipt,
+        uncertain_outcome=outcome.uncertain,
+        **release,
+    )
+    if node is not None:
+        tx.transition(
+            node,
+            NodeStatus.FAILED,
+            event=E.NODE_FAILED,
+            error=error,
+            uncertain_outcome=outcome.uncertain,
+            lease_owner="",
+            lease_expires_at=None,
+        )
+        _graph.block_dependants(tx, node, "a dependency failed")
+    apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
+    return "failed"
+
+
+def _schedule_retry(
+    tx: Tx, claim: Claim, node: Node | None, step: Step, error: dict[str, Any], receipt: Any, uncertain: bool
+) -> None:
+    """Deterministic, jittered backoff seeded by the step id; the next attempt reuses the same step id."""
+    delay = backoff_seconds(claim.pinned.policy["forward"], claim.attempt, str(step.id))
+    error["next_attempt_in_seconds"] = round(delay, 3)
+    tx.transition(
+        step, StepStatus.FAILED, event=E.STEP_ATTEMPT_FAILED, error=error, result=receipt, uncertain_outcome=uncertain
+    )
+    if node is not None:
+        tx.transition(
+            node,
+            NodeStatus.READY,
+            error=error,
+            lease_owner="",
+            lease_expires_at=None,
+            next_attempt_at=seconds_from_now(delay),
+            dispatched_at=timezone.now(),
+        )
+        nudges.nudge_node(tx.saga.id, node.id, delay=delay)
+    tx.record(
+        E.STEP_RETRY_SCHEDULED,
+        node=node,
+        step=step,
+        status=StepStatus.FAILED,
+        data={"attempt": claim.attempt, "delay_seconds": round(delay, 3), "error_code": error.get("code")},
+    )

@@ -1,0 +1,158 @@
+"""Approvals: request one for a node, decide it (approve or reject), expire it, and keep planners from approving
+their own nodes (separation of duties).
+
+An approval's status changes only through the guarded transition (`Tx.transition`, table APPROVAL_TRANSITIONS in
+sagas.states): PENDING -> APPROVED, REJECTED or EXPIRED, each terminal. An approval is bound to the node's pinned
+definition hash and the digest of its input (sagas.selectors.approvals.input_digest), so it cannot be reused for
+another contract or input. The reason text is stored on the approval only, never in the audit chain.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from audit import telemetry
+from audit.models import AuditEvent
+from audit.models import EventType as E
+from governance.errors import Forbidden, ServiceError
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
+from sagas.coordinator import _graph, _policy
+from sagas.coordinator._guards import find_node, require_status
+from sagas.coordinator._tx import Refusal, Tx, locked_saga
+from sagas.errors import InvalidInput, InvalidTransition
+from sagas.models import Approval, Node
+from sagas.selectors.approvals import input_digest
+from sagas.states import RECOVERABLE_SAGA_STATES, ApprovalStatus, NodeStatus, SagaStatus
+
+MAX_REASON_CHARS = 4000
+
+
+def request_approval(tx: Tx, node: Node, requested_by: str) -> Approval:
+    """A PENDING approval for `node`, bound to its contract hash and input digest. Audit APPROVAL_REQUESTED.
+
+    `requested_by` says why: `contract`, `caller`, `policy:<rule ids>` or `retry` (sagas.selectors.approvals reads
+    these back for the approver).
+    """
+    ttl = settings.SAGA_APPROVAL_TTL_SECONDS
+    approval = Approval.objects.create(
+        node=node,
+        requested_by=requested_by,
+        definition_hash=node.action_definition_hash,
+        input_digest=input_digest(node.input),
+        expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
+    )
+    tx.record(
+        E.APPROVAL_REQUESTED,
+        node=node,
+        status=ApprovalStatus.PENDING,
+        data={"approval_id": str(approval.id), "requested_by": requested_by},
+    )
+    return approval
+
+
+def node_approve(
+    *, actor: Principal, saga_id: object, node_id: object, approved: bool = True, reason: str | None = None
+) -> Node:
+    """Decide a WAITING_APPROVAL node. Needs ACTIVE or RECOVERY_REQUIRED.
+
+    Approve: approval APPROVED bound to the node's hash and input digest; node READY or WAITING_DEPENDENCY; audit
+    APPROVAL_GRANTED. Reject: approval REJECTED, node REJECTED, its dependants BLOCKED, saga RECOVERY_REQUIRED
+    (retry re-requests approval, rollback unwinds); audit APPROVAL_REJECTED. The reason text is never audited.
+    Errors: NODE_NOT_WAITING_APPROVAL; APPROVAL_EXPIRED (the request expired: it is recorded EXPIRED and counts as a
+    rejection), SEPARATION_OF_DUTIES and POLICY_DENIED, each raised after its evidence committed.
+    """
+    if not isinstance(approved, bool):
+        raise InvalidInput(message="approved must be true or false.")
+    authorize(actor, "approve" if approved else "reject")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
+        raise InvalidInput(message=f"reason must be a string of at most {MAX_REASON_CHARS} characters, or null.")
+    with locked_saga(saga_id, actor) as tx:
+        require_status(tx, RECOVERABLE_SAGA_STATES, "an approval decision")
+        node = find_node(tx, node_id)
+        approval = node.approvals.filter(status=ApprovalStatus.PENDING).first()
+        if node.status != NodeStatus.WAITING_APPROVAL or approval is None:
+            raise InvalidTransition(
+                "NODE_NOT_WAITING_APPROVAL",
+                f"Node {node.key or node.id} is {node.status}, not waiting for approval. Nothing was changed.",
+            )
+        if approved:
+            _check_approvable(tx, node, approval)
+        else:
+            _policy.safety_override(tx, "reject", node)
+        _decide(tx, node, approval, approved=approved, reason=reason)
+    return node
+
+
+def _check_approvable(tx: Tx, node: Node, approval: Approval) -> None:
+    """Raise the Refusal of an approval that cannot be granted now: expired, the planner's own, or denied."""
+    if approval.expires_at and approval.expires_at <= timezone.now():
+        raise Refusal(_expire(tx, node, approval))
+    if conflict := _duty_conflict(tx, node):
+        raise Refusal(conflict)
+    if not (decision := _policy.decide(tx, "approve", _policy.pinned_of(node), node=node)).allowed:
+        raise Refusal(_policy.refusal(decision, f"approving node {node.key or node.id}"))
+
+
+def _decide(tx: Tx, node: Node, approval: Approval, *, approved: bool, reason: str | None) -> None:
+    decided = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
+    telemetry.count("saga.approvals", "Approval decisions", decision=str(decided).lower())
+    tx.transition(
+        approval,
+        decided,
+        event=E.APPROVAL_GRANTED if approved else E.APPROVAL_REJECTED,
+        decided_by=tx.actor.principal_id,
+        reason=reason,
+        decided_at=timezone.now(),
+    )
+    if approved:
+        tx.transition(node, _graph.waiting_status(node, approved=True), event=E.NODE_READY)
+    else:
+        _reject(tx, node)
+
+
+def _expire(tx: Tx, node: Node, approval: Approval) -> InvalidTransition:
+    """An approval decided too late counts as a rejection: the work may no longer be wanted as planned. Returns the
+    refusal to raise once the expiry is committed."""
+    tx.transition(approval, ApprovalStatus.EXPIRED, event=E.APPROVAL_EXPIRED, decided_at=timezone.now())
+    _reject(tx, node, code="APPROVAL_EXPIRED", why="its approval request expired before anyone decided")
+    return InvalidTransition(
+        "APPROVAL_EXPIRED",
+        f"The approval request for node {node.key or node.id} expired at {approval.expires_at:%Y-%m-%d %H:%M:%S} "
+        "UTC and counts as rejected; nothing ran and the saga waits in RECOVERY_REQUIRED. Retry the node to "
+        "request a fresh approval, or roll the saga back.",
+    )
+
+
+def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
+    """With separation of duties on, whoever planned a node may not approve it."""
+    if not settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES:
+        return None
+    planner = (
+        AuditEvent.objects.filter(saga_id=tx.saga.id, node_id=str(node.id), event_type=E.NODE_PLANNED)
+        .values_list("actor_principal_id", flat=True)
+        .first()
+    )
+    if planner != tx.actor.principal_id:
+        return None
+    return Forbidden(
+        "SEPARATION_OF_DUTIES",
+        f"{tx.actor.principal_id} planned node {node.key or node.id} and so may not approve it (separation of "
+        "duties). Nothing was changed. Ask another operator of your tenant to approve it.",
+    )
+
+
+def _reject(tx: Tx, node: Node, *, code: str = "APPROVAL_REJECTED", why: str = "its approval was rejected") -> None:
+    error = {
+        "code": code,
+        "message": f"Node {node.key or node.id} did not run: {why}. Retry the node to request approval again, or "
+        "roll the saga back.",
+        "node_id": str(node.id),
+    }
+    tx.transition(node, NodeStatus.REJECTED, error=error)
+    _graph.block_dependants(tx, node, "a dependency's approval was rejected")
+    if tx.saga.status == SagaStatus.ACTIVE:
+        tx.transition(tx.saga, SagaStatus.RECOVERY_REQUIRED, event=E.RECOVERY_REQUIRED, error=error)

@@ -1,0 +1,31 @@
+"""Reads: tenant-scoped lookups, listings, evidence and the shapes they answer with. They never change state and
+never import the coordinator (the coordinator may import them).
+
+One module per subject: `scope` (parse an id, the actor's tenant's sagas), `sagas` (one saga, the saga list),
+`pages` (keyset cursors), `audit_trail` (audit events, chain verification), `timeline`, `approvals` (pending
+requests, binding approvals, what an approver judges), `preview_reports`, `policy` (governance status) and `shapes`
+(the result shapes agents see). The functions surfaces call are named here, as `sagas.coordinator` names its own.
+"""
+
+from sagas.selectors.approvals import pending_approvals
+from sagas.selectors.audit_trail import audit_event_to_dict, saga_audit_events, saga_verify_audit
+from sagas.selectors.pages import decode_keyset_cursor, encode_keyset_cursor
+from sagas.selectors.policy import policy_status
+from sagas.selectors.preview_reports import preview_report
+from sagas.selectors.sagas import SagaPage, saga_get, saga_list
+from sagas.selectors.timeline import saga_timeline
+
+__all__ = [
+    "SagaPage",
+    "audit_event_to_dict",
+    "decode_keyset_cursor",
+    "encode_keyset_cursor",
+    "pending_approvals",
+    "policy_status",
+    "preview_report",
+    "saga_audit_events",
+    "saga_get",
+    "saga_list",
+    "saga_timeline",
+    "saga_verify_audit",
+]

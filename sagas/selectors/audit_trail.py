@@ -1,0 +1,68 @@
+"""Evidence reads: a saga's audit events and the verdict on its hash chain.
+
+Payload-free by construction: audit rows never hold inputs, results, secrets, checkpoint data or approval reasons.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from audit.chain import verify_chain
+from audit.models import AuditEvent
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
+from sagas.errors import InvalidInput
+from sagas.selectors.scope import tenant_saga
+
+MAX_EVENTS = 5000
+
+
+def bounded_limit(value: object, name: str, default: int, high: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise InvalidInput(message=f"{name} must be an integer from 1 to {high}, got {value!r}.")
+    return value
+
+
+def audit_event_to_dict(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "sequence": event.sequence,
+        "id": str(event.id),
+        "event_type": event.event_type,
+        "actor_principal_id": event.actor_principal_id,
+        "actor_type": event.actor_type,
+        "action": event.action,
+        "action_version": event.action_version,
+        "step_id": event.step_id,
+        "node_id": event.node_id,
+        "status": event.status,
+        "data": event.data,
+        "trace_id": event.trace_id,
+        "span_id": event.span_id,
+        "created_at": event.created_at_text,
+        "previous_hash": event.previous_hash,
+        "event_hash": event.event_hash,
+    }
+
+
+def saga_audit_events(
+    *, actor: Principal, saga_id: object, limit: int | None = 500, event_types: list[str] | None = None
+) -> dict[str, Any]:
+    """The saga's audit events in chain order (oldest first), optionally of some types only."""
+    authorize(actor, "audit")
+    saga = tenant_saga(actor, saga_id)
+    events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")
+    if event_types:
+        if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
+            raise InvalidInput(message="event_types must be a list of event type names, e.g. ['STEP_COMPLETED'].")
+        events = events.filter(event_type__in=event_types)
+    rows = [audit_event_to_dict(e) for e in events[: bounded_limit(limit, "limit", 500, MAX_EVENTS)]]
+    return {"saga_id": str(saga.id), "events": rows}
+
+
+def saga_verify_audit(*, actor: Principal, saga_id: object) -> dict[str, Any]:
+    """Recompute the saga's hash chain: {saga_id, valid, events_checked, head_hash | failed_sequence}."""
+    authorize(actor, "verify_audit")
+    saga = tenant_saga(actor, saga_id)
+    return verify_chain(saga.id).as_dict()

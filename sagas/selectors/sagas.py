@@ -1,0 +1,85 @@
+"""Saga reads: one saga, and the tenant's sagas as keyset pages (stable under concurrent inserts).
+
+Tenant-scoped (sagas.selectors.scope): another tenant's saga is indistinguishable from a missing one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import Exists, OuterRef, Q
+
+from governance.identity.principal import Principal
+from governance.identity.rbac import authorize
+from sagas.errors import InvalidInput
+from sagas.models import Node, Saga, Step
+from sagas.selectors.pages import as_utc, decode_keyset_cursor, encode_keyset_cursor
+from sagas.selectors.scope import tenant_saga, tenant_sagas
+from sagas.states import SagaStatus
+
+
+def saga_get(*, actor: Principal, saga_id: object) -> Saga:
+    authorize(actor, "get")
+    return tenant_saga(actor, saga_id)
+
+
+@dataclass(frozen=True)
+class SagaPage:
+    sagas: list[Saga]
+    next_cursor: str | None
+
+
+def _time_bound(value: datetime | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise InvalidInput(message=f"{name} must be an ISO 8601 timestamp such as 2025-01-31T12:00:00Z.")
+    try:
+        return as_utc(value)
+    except OverflowError as exc:
+        raise InvalidInput(message=f"{name} is outside the supported range of timestamps (years 1 to 9999).") from exc
+
+
+def saga_list(
+    *,
+    actor: Principal,
+    status: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
+    action: str | None = None,
+) -> SagaPage:
+    """The actor's tenant's sagas, newest first, keyset-paginated (stable under concurrent inserts).
+
+    Optional filters: `status`; `created_after` / `created_before` (exclusive bounds, naive values are UTC);
+    `action`, the sagas having a planned node or a journal step with that action id.
+    """
+    authorize(actor, "list_sagas")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+        raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
+    query = tenant_sagas(actor)
+    if status is not None:
+        if status not in SagaStatus.values:
+            raise InvalidInput(message=f"status must be one of {', '.join(SagaStatus.values)}, got {status!r}.")
+        query = query.filter(status=status)
+    if (after := _time_bound(created_after, "created_after")) is not None:
+        query = query.filter(created_at__gt=after)
+    if (before := _time_bound(created_before, "created_before")) is not None:
+        query = query.filter(created_at__lt=before)
+    if action is not None:
+        if not isinstance(action, str) or not action:
+            raise InvalidInput(message="action must be a non-empty action id (list_actions shows them).")
+        # EXISTS, not a join: a saga with many matching nodes or steps is still listed once.
+        query = query.filter(
+            Exists(Node.objects.filter(saga=OuterRef("pk"), action=action))
+            | Exists(Step.objects.filter(saga=OuterRef("pk"), action=action))
+        )
+    if cursor:
+        created, saga_id = decode_keyset_cursor(cursor, start="the newest saga")
+        query = query.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=saga_id))
+    rows = list(query.order_by("-created_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return SagaPage(rows, encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
