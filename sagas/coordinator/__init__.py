@@ -3,9 +3,13 @@
 Every surface (MCP, A2A, REST, admin, Celery tasks, management commands) translates into these functions. Each
 public function takes keyword-only arguments including `actor` (a governance Principal), runs its state
 changes in short durable transactions that lock the saga row first, writes the audit event of every change in the
-same transaction, and never performs a side effect inside a transaction.
+same transaction, and never performs a side effect inside a transaction. One module per thing it changes
+(docs/architecture.md section 1 lists them); surfaces call the public functions by this package's name.
 
 Invariants and the tests that pin them:
+- every status change of a saga, node, step or approval is one table-checked compare-and-set (`_tx.Tx.transition`),
+  refusing unlisted moves and stale reads (tests/sagas/test_guarded_transition.py); the tables are the documented
+  state machines (test_state_tables.py); a refusal keeps its evidence and is raised after commit;
 - write-ahead: a step row is EXECUTING before its action is called (tests/sagas/test_write_ahead.py);
 - input is validated before any step row exists (test_input_output_validation.py);
 - forward retries reuse one step id, compensation uses `<step id>:rollback` (test_retries.py, tests/registry);
