@@ -25,12 +25,14 @@ from django.conf import settings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sagas.protocols.a2a_http import build_http_app as build_a2a_app
 from sagas.protocols.mcp_http import build_http_app
+from sagas.protocols.proxy.http import PATH as PROXY_PATH
+from sagas.protocols.proxy.http import build_proxy_http_app
 
 logger = logging.getLogger("saga_project.asgi")
 
@@ -57,6 +59,8 @@ class PerRequestThread:
 
 mcp_endpoint, mcp_server = build_http_app()
 a2a = build_a2a_app()
+# The MCP proxy, when SAGA_PROXY_CONFIG names its configuration (checked at start-up: sagas.protocols.proxy.checks).
+proxy = build_proxy_http_app(settings.SAGA_PROXY_CONFIG) if settings.SAGA_PROXY_CONFIG else None
 
 
 @contextlib.asynccontextmanager
@@ -69,7 +73,10 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     sweeper = None if uses_celery() else EmbeddedSweeper().start()
     try:
         # The MCP session manager must run for the app's lifetime; mounted apps get no lifespan of their own.
-        async with mcp_server.session_manager.run():
+        # The proxy connects its downstream servers before it accepts clients (and refuses to start on a name
+        # collision among them).
+        proxy_running = proxy.running() if proxy is not None else contextlib.nullcontext()
+        async with mcp_server.session_manager.run(), proxy_running:
             try:
                 yield
             finally:
@@ -79,6 +86,12 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
     finally:
         if sweeper is not None:
             sweeper.stop()
+
+
+def _proxy_routes() -> list[BaseRoute]:
+    if proxy is None:
+        return []
+    return [Route(PROXY_PATH, endpoint=PerRequestThread(proxy.endpoint)), *proxy.public_routes]
 
 
 def _static_mount() -> list[Mount]:
@@ -96,6 +109,7 @@ application = Starlette(
         *a2a.public_routes,  # the agent card: no authentication
         Route("/a2a", endpoint=PerRequestThread(a2a.rpc_endpoint)),
         Route("/a2a/", endpoint=PerRequestThread(a2a.rpc_endpoint)),  # peers that append a slash are served too
+        *_proxy_routes(),
         *_static_mount(),
         Mount("/", app=django_app),  # type: ignore[arg-type]
     ],

@@ -134,6 +134,8 @@ SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
 SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
 # Browser origins allowed to call /mcp (DNS-rebinding protection); empty = loopback origins and SAGA_PUBLIC_URL's.
 SAGA_ALLOWED_ORIGINS: list[str] = env.list("SAGA_ALLOWED_ORIGINS", default=[])
+# A proxy configuration file: when set, `serve` also serves the MCP proxy at /proxy/mcp (sagas.protocols.proxy).
+SAGA_PROXY_CONFIG: str = env.str("SAGA_PROXY_CONFIG", default="")
 
 if SAGA_LEASE_SECONDS < 3:
     raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")

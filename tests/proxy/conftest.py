@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests.proxy.harness import demo_http, served  # noqa: F401  (the proxy transport tests' module fixtures)
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SAGAZ = FIXTURES / "sagaz"

@@ -1,0 +1,62 @@
+"""`semantic-saga proxy --config FILE [--preview]`: the MCP proxy over stdio for a local client (Claude Code,
+Claude Desktop), in front of the downstream servers the configuration names.
+
+As `semantic-saga mcp`, there is no token: the process acts as the local operator (admin of SAGA_DEFAULT_TENANT).
+Logs, and the stderr of stdio downstream servers, go to stderr so they never corrupt the protocol stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import anyio
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from mcp.server.stdio import stdio_server
+
+from governance.identity.principal import local_principal
+from sagas.management.commands.serve import refuse_to_start_unless_ready
+from sagas.protocols.proxy.catalog import NameCollision
+from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
+from sagas.protocols.proxy.runtime import Proxy, build_proxy
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+
+class Command(BaseCommand):
+    help = (
+        "Serve the MCP proxy over stdio as the local operator: one MCP server in front of the downstream servers "
+        "the --config file names."
+    )
+    # The system checks run in handle, reported as one start-up message on stderr (stdout is the protocol).
+    requires_system_checks: list[str] = []
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--config", required=True, help="The proxy configuration file (a sagaz.config.json works).")
+        parser.add_argument(
+            "--preview", action="store_true", help="Run the session dry: reads run, nothing else reaches the world."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        refuse_to_start_unless_ready("semantic-saga proxy")
+        try:
+            config = load_proxy_config(options["config"])
+        except ProxyConfigError as problem:
+            raise CommandError(problem.message) from None
+        if options["preview"]:
+            config = dataclasses.replace(config, preview=True)
+        principal = local_principal(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
+        proxy = build_proxy(config, lambda: principal)
+        try:
+            anyio.run(self._serve, proxy)
+        except NameCollision as collision:
+            raise CommandError(f"semantic-saga proxy did not start ({config.path}): {collision}") from None
+
+    @staticmethod
+    async def _serve(proxy: Proxy) -> None:
+        for note in proxy.config.notes:
+            logger.warning("%s: %s", proxy.config.path, note)
+        async with proxy.downstreams.running(), stdio_server() as (read_stream, write_stream):
+            await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())

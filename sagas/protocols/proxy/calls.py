@@ -1,0 +1,122 @@
+"""What a proxied tools/call is, and the pluggable path it takes to its downstream.
+
+The proxy server turns each tools/call into a `ProxiedCall` (who asks, from which client connection, which
+downstream tool under which definition hash, with which arguments, and the relay back to that client) and hands
+it to a `CallPath`. `ForwardingCallPath` sends it straight to the downstream session. The durable path replaces it:
+it can journal the call before forwarding, decide a gate, hold the call open (sending progress through the relay
+while an operator decides) and then forward through the same `DownstreamManager.call_tool`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mcp.types as types
+
+from governance.identity.principal import Principal
+from governance.identity.rbac import EXECUTE, can
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.relay import ClientRelay
+
+# The result's `_meta` key under which the proxy says what happened to a call it could not complete.
+PROXY_META_KEY = "io.semantic-saga/proxy"
+
+
+@dataclass(frozen=True)
+class ClientIdentity:
+    """The client connection a request came in on."""
+
+    # One client connection (a random id kept for the connection's lifetime). A 2026-07-28 request is stateless:
+    # it gets a fresh key each time, so key such sessions by principal and client_name instead.
+    key: str
+    session_id: str | None  # the Streamable HTTP mcp-session-id; None on stdio and for stateless requests
+    protocol_version: str
+    stateless: bool  # 2026-07-28: no session and no back channel for the server's own requests
+    client_name: str | None = None
+    client_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ProxiedCall:
+    principal: Principal
+    client: ClientIdentity
+    exposed_name: str  # the name the client called
+    server: str  # the downstream server's name in the config
+    tool: str  # the tool's downstream name
+    definition_hash: str  # catalog.definition_hash of `definition`
+    definition: types.Tool  # the downstream definition the catalog held when the call arrived
+    arguments: dict[str, Any]
+    meta: dict[str, Any]  # the client's _meta to pass on (its progress token and protocol envelope removed)
+    relay: ClientRelay  # progress, logs and the server's own requests back to this client
+    request_id: str | int | None = None
+
+
+class CallPath(Protocol):
+    async def call(self, request: ProxiedCall) -> types.CallToolResult:
+        """Answer the call. The downstream's result as it came, or an isError result written for an LLM; a
+        downstream JSON-RPC error may be raised as MCPError (the client gets it as the protocol error it was)."""
+        ...
+
+
+class ForwardingCallPath:
+    """Straight to the downstream session: nothing journaled, gated or held. A caller without the execute
+    capability (a viewer) is refused. In preview only tools that declare `readOnlyHint` are forwarded; the durable
+    path, with the full classification, records the others as dry steps."""
+
+    def __init__(self, downstreams: DownstreamManager, *, preview: bool = False) -> None:
+        self.downstreams = downstreams
+        self.preview = preview
+
+    async def call(self, request: ProxiedCall) -> types.CallToolResult:
+        if not can(request.principal, EXECUTE):
+            return refused_result(
+                request,
+                f"{request.principal.principal_id} may read but not act (calling a tool needs the operator or admin "
+                "role)",
+            )
+        annotations = request.definition.annotations
+        if self.preview and not (annotations and annotations.read_only_hint):
+            return refused_result(request, "this is a preview session and the tool does not declare itself read-only")
+        try:
+            return await self.downstreams.call_tool(
+                request.server, request.tool, request.arguments, relay=request.relay, meta=request.meta
+            )
+        except DownstreamUnavailable as down:
+            return not_sent_result(request, str(down))
+        except DownstreamLost as lost:
+            return uncertain_result(request, str(lost))
+
+
+def refused_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
+    text = (
+        f"{request.exposed_name} did not run and was not sent: {reason}. Do not retry it or work around it with "
+        "other tools; tell the user what you meant to do, or carry on with what you may do."
+    )
+    return _error(text, request, "refused", reason)
+
+
+def not_sent_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
+    text = (
+        f"{request.exposed_name} did not run: {reason}. Nothing was sent to that server, so nothing changed. The "
+        "proxy reconnects by itself: try again in a little while, or carry on with other tools meanwhile."
+    )
+    return _error(text, request, "not_sent", reason)
+
+
+def uncertain_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
+    text = (
+        f"{request.exposed_name} was sent, but {reason}: it may or may not have acted. Do not simply call it again, "
+        "which could apply it twice: first check whether its effect happened (with a read tool of the same server), "
+        "or tell the user that the outcome is unknown."
+    )
+    return _error(text, request, "uncertain", reason)
+
+
+def _error(text: str, request: ProxiedCall, outcome: str, reason: str) -> types.CallToolResult:
+    facts = {"outcome": outcome, "server": request.server, "tool": request.tool, "reason": reason}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        is_error=True,
+        _meta={PROXY_META_KEY: facts},
+    )

@@ -1,0 +1,343 @@
+"""One downstream MCP server behind the proxy: a long-lived client session (the official `mcp` client, stdio or
+Streamable HTTP), supervised for the proxy's lifetime.
+
+The supervisor connects (secret references resolved now, never stored or logged), initializes, lists everything,
+then serves: it re-lists a kind when the server says it changed, pings while idle, and on a lost connection
+reports the server down and reconnects with exponential backoff. A server that is down never stops the others.
+
+The session uses the 2025-11-25 handshake on purpose: one stateful session carries the server's own requests
+(elicitation, sampling, roots) and its notifications (list_changed, progress, logs) back to the proxy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shlex
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp.types as types
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+
+from registry.errors import ActionFailure
+from registry.secrets import resolve_header, scrub
+from sagas.protocols.proxy import listing as lists
+from sagas.protocols.proxy.catalog import ServerListing
+from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
+from sagas.protocols.proxy.specs import ServerSpec
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+CLIENT_INFO = types.Implementation(name="semantic-saga-proxy", version="0.1.0")
+USER_AGENT = "semantic-saga-proxy"
+# Kept from a failure's text in status and logs.
+DETAIL_LIMIT = 500
+
+State = Literal["connecting", "connected", "down"]
+# What the supervisor does next: list one kind again, or check (ping) that the server is still there.
+Work = Literal["tools", "prompts", "resources", "check"]
+ListingCallback = Callable[["DownstreamConnection", ServerListing, frozenset[str]], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How patient the proxy is with its downstreams (seconds)."""
+
+    # Starting a stdio server can take seconds (an interpreter importing its SDK); an HTTP server answers faster.
+    connect_timeout: float = 20.0
+    # One page of a listing; a server slower than this is treated as down rather than stalling the proxy.
+    list_timeout: float = 20.0
+    # Reconnection backoff: doubles from the first to the last value, so a flapping server is not hammered.
+    retry_initial: float = 0.5
+    retry_max: float = 30.0
+    # An idle session is pinged this often to notice a dead server before a call does.
+    ping_interval: float = 15.0
+    ping_timeout: float = 10.0
+
+
+class DownstreamUnavailable(Exception):
+    """The server is not connected: the request was NOT sent."""
+
+
+class DownstreamLost(Exception):
+    """The request was sent but the connection was lost before the answer: it may or may not have acted."""
+
+
+@dataclass
+class DownstreamStatus:
+    """A point-in-time report on one downstream (never secret values: `where` is the URL or command line)."""
+
+    server: str
+    transport: str
+    where: str
+    state: State = "connecting"
+    problem: str = ""  # why it is down, or a name collision that kept its latest listing out
+    listing_problem: str = ""  # why the last re-listing failed (the previous list stayed); empty after a success
+    attempts: int = 0
+    connected_since: float | None = None  # epoch seconds
+    retry_at: float | None = None  # epoch seconds of the next attempt while down
+    server_name: str = ""
+    server_version: str = ""
+    protocol_version: str = ""
+    tools: int = 0
+
+    def describe(self) -> str:
+        if self.state == "connected":
+            return f'downstream "{self.server}" ({self.where}): connected, {self.tools} tool(s)'
+        if self.state == "connecting":
+            return f'downstream "{self.server}" ({self.where}): connecting'
+        wait = max(0.0, (self.retry_at or time.time()) - time.time())
+        return f'downstream "{self.server}" ({self.where}): DOWN ({self.problem}); next attempt in {wait:.1f}s'
+
+
+def where(spec: ServerSpec) -> str:
+    return shlex.join([spec.command, *spec.args]) if spec.transport == "stdio" else spec.url
+
+
+@dataclass
+class _Live:
+    session: ClientSession
+    init: types.InitializeResult
+    secrets: tuple[str, ...]
+    lost: anyio.Event = field(default_factory=anyio.Event)
+    reason: str = ""
+
+
+class DownstreamConnection:
+    def __init__(self, spec: ServerSpec, router: RelayRouter, on_listing: ListingCallback, timing: Timing) -> None:
+        self.spec = spec
+        self.status = DownstreamStatus(server=spec.name, transport=spec.transport, where=where(spec))
+        self.listing: ServerListing | None = None
+        self.first_attempt = anyio.Event()
+        self._router = router
+        self._on_listing = on_listing
+        self._timing = timing
+        self._live: _Live | None = None
+        self._work_send, self._work_receive = anyio.create_memory_object_stream[Work](64)
+
+    # --- supervision --------------------------------------------------------------------------------------------
+
+    async def supervise(self) -> None:
+        """Connect, serve until lost, wait, reconnect: for the proxy's lifetime (cancelled at shutdown)."""
+        delay = self._timing.retry_initial
+        while True:
+            self.status.state, self.status.attempts = "connecting", self.status.attempts + 1
+            reason = await self._connect_and_serve()
+            if self.status.connected_since is not None:
+                delay = self._timing.retry_initial  # it was up a moment ago: try again soon
+            self.status.state, self.status.problem = "down", reason
+            self.status.connected_since = None
+            self.status.retry_at = time.time() + delay
+            logger.warning("%s", self.status.describe())
+            self.first_attempt.set()
+            await anyio.sleep(delay)
+            delay = min(delay * 2, self._timing.retry_max)
+
+    async def _connect_and_serve(self) -> str:
+        """Returns why the connection ended (or never started)."""
+        secrets: tuple[str, ...] = ()
+        try:
+            async with self._session() as (session, init, secrets):
+                listing = await lists.first_listing(session, self.spec, init, self._timing.list_timeout)
+                live = self._live = _Live(session, init, secrets)
+                self._connected(init, listing)
+                await self._on_listing(self, listing, frozenset({"tools", "prompts", "resources", "instructions"}))
+                self.first_attempt.set()
+                await self._serve(live)
+                return f"lost: {live.reason}"
+        except ActionFailure as failure:  # a secret reference that cannot be resolved: nothing was started
+            return failure.message
+        except Exception as exc:
+            return _describe(exc, secrets)
+        finally:
+            self._live = None
+
+    def _connected(self, init: types.InitializeResult, listing: ServerListing) -> None:
+        self.listing = listing
+        self.status.state, self.status.problem, self.status.retry_at = "connected", "", None
+        self.status.connected_since = time.time()
+        self.status.server_name, self.status.server_version = init.server_info.name, init.server_info.version
+        self.status.protocol_version = init.protocol_version
+        self.status.tools = len(listing.tools)
+        logger.info("%s", self.status.describe())
+
+    async def _serve(self, live: _Live) -> None:
+        """Until the connection is lost: re-list what changed, ping while idle."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._work_loop, live)
+            await live.lost.wait()
+            group.cancel_scope.cancel()
+
+    async def _work_loop(self, live: _Live) -> None:
+        while True:
+            with anyio.move_on_after(self._timing.ping_interval):
+                kind = await self._work_receive.receive()
+                await self._refresh(live, kind)
+                continue
+            await self._ping(live)
+
+    async def _ping(self, live: _Live) -> None:
+        try:
+            with anyio.fail_after(self._timing.ping_timeout):
+                await live.session.send_request(types.PingRequest(), types.EmptyResult)
+        except Exception as exc:
+            self._mark_lost(live, f"no answer to a ping ({_describe(exc, live.secrets)})")
+
+    async def _refresh(self, live: _Live, kind: Work) -> None:
+        if kind == "check":
+            await self._ping(live)
+            return
+        if self.listing is None:
+            return
+        try:
+            timeout = self._timing.list_timeout
+            listing = await lists.relist(live.session, self.listing, kind, live.init.capabilities, timeout)
+        except Exception as exc:  # the previous listing stays: a failed rebuild changes nothing
+            self.status.listing_problem = f"listing its {kind} again failed ({_describe(exc, live.secrets)})"
+            logger.error('downstream "%s": %s; the previous list stays', self.spec.name, self.status.listing_problem)
+            self._wake("check")
+            return
+        self.status.listing_problem = ""
+        self.listing = listing
+        self.status.tools = len(listing.tools)
+        await self._on_listing(self, listing, frozenset({kind}))
+
+    def _mark_lost(self, live: _Live, reason: str) -> None:
+        if not live.lost.is_set():
+            live.reason = reason
+            live.lost.set()
+
+    def _wake(self, kind: Work) -> None:
+        with contextlib.suppress(anyio.WouldBlock):  # a full queue already holds enough work to re-list
+            self._work_send.send_nowait(kind)
+
+    # --- the session --------------------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _session(self) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, tuple[str, ...]]]:
+        values, secrets = _resolve(self.spec)
+        async with contextlib.AsyncExitStack() as stack:
+            streams = await stack.enter_async_context(self._transport(stack, values))
+            session = ClientSession(
+                streams[0],
+                streams[1],
+                sampling_callback=self._sampling,
+                elicitation_callback=self._elicitation,
+                list_roots_callback=self._roots,
+                logging_callback=self._log,
+                message_handler=self._message,
+                client_info=CLIENT_INFO,
+            )
+            await stack.enter_async_context(session)
+            with anyio.fail_after(self._timing.connect_timeout):
+                init = await session.initialize()
+            yield session, init, secrets
+
+    def _transport(self, stack: contextlib.AsyncExitStack, values: dict[str, str]) -> Any:
+        spec = self.spec
+        if spec.transport == "stdio":
+            params = StdioServerParameters(command=spec.command, args=list(spec.args), env=values or None, cwd=spec.cwd)
+            # The child's stderr joins ours: stdout is the MCP stream, stderr is where a server says what is wrong.
+            return stdio_client(params, errlog=sys.stderr)
+        # No read timeout: a call may legitimately wait long (an elicitation waits for a person); pings notice a
+        # dead server instead.
+        http = httpx2.AsyncClient(headers={"User-Agent": USER_AGENT, **values}, timeout=httpx2.Timeout(30.0, read=None))
+        stack.push_async_callback(http.aclose)
+        return streamable_http_client(spec.url, http_client=http)
+
+    # --- requests from the proxy --------------------------------------------------------------------------------
+
+    def _require(self) -> _Live:
+        live = self._live
+        if live is None or live.lost.is_set():
+            problem = self.status.problem or "still connecting"
+            raise DownstreamUnavailable(f'the MCP server "{self.spec.name}" is not connected ({problem})')
+        return live
+
+    async def request(self, request: Any, result_type: type[Any], relay: ClientRelay) -> Any:
+        """Send one request for a client; its progress and the server's own requests go back through `relay`."""
+        live = self._require()
+        with self._router.serving(self.spec.name, relay):
+            try:
+                return await live.session.send_request(request, result_type, progress_callback=relay.progress)
+            except MCPError as error:
+                if error.code == CONNECTION_CLOSED or "Session terminated" in error.message:
+                    self._mark_lost(live, f"the connection closed during a request ({error.message})")
+                    raise DownstreamLost(
+                        f'the connection to the MCP server "{self.spec.name}" was lost before it answered'
+                    ) from None
+                self._wake("check")
+                raise
+
+    async def relist(self, kind: lists.Kind) -> None:
+        """Re-read one kind now (a client asked for the list); a failure keeps the previous list."""
+        if (live := self._live) is not None and not live.lost.is_set():
+            await self._refresh(live, kind)
+
+    # --- the server's own requests and notifications ------------------------------------------------------------
+
+    async def _sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        relay = self._router.refusal(self.spec.name, "sampling")
+        return relay if isinstance(relay, types.ErrorData) else await relay.sample(params)
+
+    async def _elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        relay = self._router.refusal(self.spec.name, "elicitation")
+        return relay if isinstance(relay, types.ErrorData) else await relay.elicit(params)
+
+    async def _roots(self, context: Any) -> Any:
+        relay = self._router.refusal(self.spec.name, "roots")
+        return relay if isinstance(relay, types.ErrorData) else await relay.list_roots()
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await self._router.log(self.spec.name, params)
+
+    async def _message(self, message: types.ServerNotification | Exception) -> None:
+        # Runs on the session's receive path: only queue work here, a request from inside would wait on itself.
+        if isinstance(message, Exception):
+            logger.warning('downstream "%s" transport problem: %r', self.spec.name, message)
+            self._wake("check")
+        elif isinstance(message, types.ToolListChangedNotification):
+            self._wake("tools")
+        elif isinstance(message, types.PromptListChangedNotification):
+            self._wake("prompts")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            self._wake("resources")
+
+
+def _resolve(spec: ServerSpec) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The env (stdio) or headers (HTTP) with secret references resolved, and the secret values to scrub from
+    anything shown. ActionFailure (naming the reference, never a value) when one cannot be resolved."""
+    raw = spec.env if spec.transport == "stdio" else spec.headers
+    values = {name: resolve_header(value) for name, value in raw.items()}
+    secrets = tuple(
+        values[name].removeprefix(value.get("prefix", "")) for name, value in raw.items() if not isinstance(value, str)
+    )
+    return values, secrets
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
+    leaf = _leaf(exc)
+    if isinstance(leaf, MCPError):
+        text = f"MCP error {leaf.code}: {leaf.message}"
+    elif isinstance(leaf, TimeoutError):
+        text = "no answer in time"
+    else:
+        text = f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
+    text = str(scrub(text, secrets))
+    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 3] + "..."

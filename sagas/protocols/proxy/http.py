@@ -1,0 +1,58 @@
+"""The proxy over Streamable HTTP at /proxy/mcp: the SDK's app behind the bearer authentication, tenancy and roles
+of /mcp, both protocol eras (2025-11-25 sessions, 2026-07-28 stateless requests) on one endpoint."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from django.conf import settings
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
+
+from governance.identity.http import BearerAuth, request_principal
+from sagas.protocols.mcp_http import transport_security
+from sagas.protocols.proxy.config import load_proxy_config
+from sagas.protocols.proxy.runtime import Proxy, build_proxy
+
+PATH = "/proxy/mcp"
+
+
+@dataclass(frozen=True)
+class ProxyHttpApp:
+    endpoint: ASGIApp  # for /proxy/mcp: bearer auth, then the SDK's Streamable HTTP app
+    public_routes: list[BaseRoute]  # the OAuth resource metadata the 401 challenge points to (JWT mode)
+    proxy: Proxy
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """For the server's lifespan: connect the downstreams, then accept clients."""
+        async with self.proxy.downstreams.running(), self.proxy.server.session_manager.run():
+            yield
+
+
+async def _resource_metadata(request: Request) -> Response:
+    from governance.identity.authentication import protected_resource_metadata
+
+    if settings.SAGA_AUTH_MODE != "jwt":
+        error = {"error": "not_found", "error_description": "No OAuth authorization server: SAGA_AUTH_MODE is not jwt."}
+        return JSONResponse(error, status_code=404)
+    return JSONResponse(protected_resource_metadata(PATH))
+
+
+def build_proxy_http_app(config_path: str) -> ProxyHttpApp:
+    proxy = build_proxy(load_proxy_config(config_path), request_principal)
+    sdk_app = proxy.server.streamable_http_app(
+        streamable_http_path=PATH,
+        stateless_http=False,
+        json_response=False,
+        transport_security=transport_security(),
+    )
+    return ProxyHttpApp(
+        endpoint=BearerAuth(sdk_app, protocol="mcp-proxy", resource_path=PATH),
+        public_routes=[Route(f"/.well-known/oauth-protected-resource{PATH}", endpoint=_resource_metadata)],
+        proxy=proxy,
+    )

@@ -1,0 +1,42 @@
+"""Assembling a running proxy: the configuration, the downstream manager, the call path and the MCP server.
+
+Both ways of serving use this: `semantic-saga proxy` (stdio, the local operator) and `semantic-saga serve`
+(Streamable HTTP at /proxy/mcp when SAGA_PROXY_CONFIG names a configuration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from governance.identity.principal import Principal
+from sagas.protocols.proxy.calls import CallPath, ForwardingCallPath
+from sagas.protocols.proxy.downstream import DownstreamManager, Timing
+from sagas.protocols.proxy.server import ProxyServer, build_proxy_server
+from sagas.protocols.proxy.specs import ProxyConfig
+
+CallPathFactory = Callable[[DownstreamManager, ProxyConfig], CallPath]
+
+
+def forwarding(downstreams: DownstreamManager, config: ProxyConfig) -> CallPath:
+    return ForwardingCallPath(downstreams, preview=config.preview)
+
+
+@dataclass(frozen=True)
+class Proxy:
+    config: ProxyConfig
+    downstreams: DownstreamManager
+    server: ProxyServer
+
+
+def build_proxy(
+    config: ProxyConfig,
+    principal_for_request: Callable[[], Principal],
+    *,
+    call_path: CallPathFactory = forwarding,
+    timing: Timing | None = None,
+) -> Proxy:
+    """Everything but running: `async with proxy.downstreams.running():` connects, then serve `proxy.server`."""
+    downstreams = DownstreamManager(config, timing=timing)
+    server = build_proxy_server(downstreams, call_path(downstreams, config), principal_for_request)
+    return Proxy(config, downstreams, server)

@@ -1,0 +1,318 @@
+"""The proxy's MCP server: the SDK's low-level Server (as sagas.protocols.mcp), answering for every downstream.
+
+initialize and discovery are answered here: tools (with listChanged), and prompts and resources when a downstream
+offers them; the instructions are the downstreams', each block labelled with its server. tools/list is the
+paginated catalog; tools/call becomes a ProxiedCall for the CallPath; prompts and resources are forwarded to their
+downstream. A change in the catalog is passed on: `notifications/*/list_changed` to every 2025-11-25 client
+connection, and to 2026-07-28 clients through their subscriptions/listen streams.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.session import ServerSession
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    ListenHandler,
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from governance.identity.principal import Principal
+from governance.identity.rbac import READ, can
+from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall
+from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.relay import RequestRelay
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+SERVER_NAME = "semantic-saga-proxy"
+SERVER_VERSION = "0.1.0"
+# The spec's error code for a resource no server has (resources/read).
+RESOURCE_NOT_FOUND = -32002
+# Unknown-name errors list at most this many names: enough to spot a typo, short enough to read.
+NAMES_SHOWN = 50
+_CLIENT_KEY = "semantic-saga.proxy.client_key"
+# The request _meta keys that belong to the client's own connection, not to the downstream call.
+_OWN_META = ("progressToken",)
+_ENVELOPE_PREFIX = "io.modelcontextprotocol/"
+
+_LIST_CHANGED: dict[str, tuple[str, ServerEvent]] = {
+    "tools": ("notifications/tools/list_changed", ToolsListChanged()),
+    "prompts": ("notifications/prompts/list_changed", PromptsListChanged()),
+    "resources": ("notifications/resources/list_changed", ResourcesListChanged()),
+}
+
+
+def _connection_of(session: ServerSession) -> Connection:
+    # The SDK hands low-level handlers a per-request ServerSession that keeps its Connection private; the proxy
+    # needs the connection itself: its identity (state), its standalone channel (to pass list_changed on) and its
+    # teardown (to forget it).
+    connection: Connection = session._connection
+    return connection
+
+
+class ConnectedClients:
+    """The 2025-11-25 client connections (they get list_changed on their standalone channel) and per-connection
+    settings (the logging/setLevel level)."""
+
+    def __init__(self) -> None:
+        self._connections: dict[str, Connection] = {}
+        self.log_levels: dict[str, types.LoggingLevel] = {}
+
+    def identity(self, ctx: ServerRequestContext[Any]) -> ClientIdentity:
+        connection = _connection_of(ctx.session)
+        key = connection.state.get(_CLIENT_KEY)
+        if key is None:
+            key = connection.state[_CLIENT_KEY] = uuid.uuid4().hex
+            self._remember(key, connection)
+        info = connection.client_params.client_info if connection.client_params else None
+        return ClientIdentity(
+            key=key,
+            session_id=connection.session_id,
+            protocol_version=ctx.protocol_version,
+            stateless=ctx.protocol_version in MODERN_PROTOCOL_VERSIONS,
+            client_name=info.name if info else None,
+            client_version=info.version if info else None,
+        )
+
+    def _remember(self, key: str, connection: Connection) -> None:
+        if connection.protocol_version in MODERN_PROTOCOL_VERSIONS or not connection.has_standalone_channel:
+            return  # 2026-07-28 clients hear of changes through subscriptions/listen
+
+        def forget() -> None:
+            self._connections.pop(key, None)
+            self.log_levels.pop(key, None)
+
+        self._connections[key] = connection
+        connection.exit_stack.callback(forget)
+
+    async def notify_all(self, method: str) -> None:
+        for connection in list(self._connections.values()):
+            await connection.outbound.notify(method, None)  # best effort: never raises
+
+
+class ProxyServer(Server[Any]):
+    """The low-level server whose capabilities follow what the downstreams offer."""
+
+    def __init__(self, downstreams: DownstreamManager, **handlers: Any) -> None:
+        super().__init__(SERVER_NAME, version=SERVER_VERSION, title="Semantic Saga proxy", **handlers)
+        self.downstreams = downstreams
+        self.page_size = PAGE_SIZE  # items per list page sent to the client
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        every_change = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+        capabilities = super().get_capabilities(
+            every_change, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        catalog = self.downstreams.catalog
+        resources = capabilities.resources
+        return capabilities.model_copy(
+            update={
+                "prompts": capabilities.prompts if catalog.offers_prompts else None,
+                # Resource subscriptions are not relayed: the downstream sessions are shared by every client.
+                "resources": resources.model_copy(update={"subscribe": False})
+                if resources is not None and catalog.offers_resources
+                else None,
+            }
+        )
+
+
+def build_proxy_server(
+    downstreams: DownstreamManager,
+    call_path: CallPath,
+    principal_for_request: Callable[[], Principal],
+) -> ProxyServer:
+    """The proxy's SDK server. `principal_for_request()` returns the Principal of the request being served."""
+    clients = ConnectedClients()
+    bus = InMemorySubscriptionBus()
+
+    def catalog() -> Catalog:
+        """The catalog, for a caller allowed to read it (any role; a token with no capability at all is not)."""
+        principal = principal_for_request()
+        if not can(principal, READ):
+            raise MCPError(
+                INVALID_REQUEST,
+                f"{principal.principal_id} holds no role or scope that allows reading; ask an administrator for the "
+                "viewer role at least.",
+            )
+        return downstreams.catalog
+
+    def relay(ctx: ServerRequestContext[Any], client: ClientIdentity) -> RequestRelay:
+        return RequestRelay(ctx, client.key, log_level=clients.log_levels.get(client.key))
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        current = catalog()
+        tools, following = page(
+            [t.advertised() for t in current.tools.values()], _cursor(params), current.generation, server.page_size
+        )
+        return types.ListToolsResult(tools=tools, next_cursor=following)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
+        exposed = catalog().tools.get(params.name)
+        if exposed is None:
+            raise _unknown("tool", params.name, list(catalog().tools), "tools/list")
+        client = clients.identity(ctx)
+        request = ProxiedCall(
+            principal=principal_for_request(),
+            client=client,
+            exposed_name=exposed.name,
+            server=exposed.server,
+            tool=exposed.tool.name,
+            definition_hash=exposed.definition_hash,
+            definition=exposed.tool,
+            arguments=dict(params.arguments or {}),
+            meta=_forwarded_meta(params.meta),
+            relay=relay(ctx, client),
+            request_id=ctx.request_id,
+        )
+        return await call_path.call(request)
+
+    async def list_prompts(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        catalog()  # the caller may read, before the downstreams are asked
+        if _cursor(params) is None:
+            await downstreams.refresh("prompts")
+        current = catalog()
+        prompts, following = page(
+            [p.advertised() for p in current.prompts.values()], _cursor(params), current.generation, server.page_size
+        )
+        return types.ListPromptsResult(prompts=prompts, next_cursor=following)
+
+    async def get_prompt(ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams) -> Any:
+        exposed = catalog().prompts.get(params.name)
+        if exposed is None:
+            raise _unknown("prompt", params.name, list(catalog().prompts), "prompts/list")
+        client = clients.identity(ctx)
+        with _as_protocol_errors():
+            return await downstreams.get_prompt(
+                exposed.server, exposed.prompt.name, params.arguments, relay=relay(ctx, client)
+            )
+
+    async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        catalog()  # the caller may read, before the downstreams are asked
+        if _cursor(params) is None:
+            await downstreams.refresh("resources")
+        current = catalog()
+        resources, following = page(
+            [r.advertised() for r in current.resources.values()], _cursor(params), current.generation, server.page_size
+        )
+        return types.ListResourcesResult(resources=resources, next_cursor=following)
+
+    async def list_templates(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
+        current = catalog()
+        templates, following = page(
+            [t.advertised() for t in current.templates.values()], _cursor(params), current.generation, server.page_size
+        )
+        return types.ListResourceTemplatesResult(resource_templates=templates, next_cursor=following)
+
+    async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> Any:
+        current = catalog()
+        route = current.resource_route(params.uri)
+        if route is None:
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"Resource not found: no downstream server lists {params.uri!r} or a template matching it. "
+                "resources/list and resources/templates/list show what can be read.",
+                data={"uri": params.uri},
+            )
+        server, uri = route
+        client = clients.identity(ctx)
+        with _as_protocol_errors():
+            result = await downstreams.read_resource(server, uri, relay=relay(ctx, client))
+        return _with_exposed_uris(current, server, result)
+
+    async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
+        clients.log_levels[clients.identity(ctx).key] = params.level
+        return types.EmptyResult()
+
+    async def initialized(ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
+        clients.identity(ctx)  # remember the connection now: list_changed may come before its first request
+
+    listen = ListenHandler(bus)
+    server = ProxyServer(
+        downstreams,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
+        on_subscriptions_listen=listen,
+    )
+    # Registered here, not as constructor arguments: the constructor warns that logging is deprecated in
+    # 2026-07-28, but handshake-era clients still set their level with it.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+
+    async def pass_on(kinds: frozenset[str]) -> None:
+        server.instructions = downstreams.catalog.instructions
+        for kind in sorted(kinds & _LIST_CHANGED.keys()):
+            method, event = _LIST_CHANGED[kind]
+            await clients.notify_all(method)
+            await bus.publish(event)
+
+    downstreams.subscribe(pass_on)
+    server.instructions = downstreams.catalog.instructions
+    return server
+
+
+def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
+    return params.cursor if params is not None else None
+
+
+def _forwarded_meta(meta: Any) -> dict[str, Any]:
+    if not meta:
+        return {}
+    plain = dict(meta) if not hasattr(meta, "model_dump") else meta.model_dump(by_alias=True, exclude_none=True)
+    return {key: value for key, value in plain.items() if key not in _OWN_META and not key.startswith(_ENVELOPE_PREFIX)}
+
+
+def _unknown(kind: str, name: str, available: list[str], listing: str) -> MCPError:
+    """A name the catalog does not hold is the client's protocol error (-32602), as on /mcp: nothing ran."""
+    shown = ", ".join(available[:NAMES_SHOWN]) + (", ..." if len(available) > NAMES_SHOWN else "")
+    return MCPError(
+        INVALID_PARAMS,
+        f"Unknown {kind} {name!r}: nothing was called. {listing} shows the {kind}s the downstream servers offer"
+        + (f"; they are: {shown}." if available else "; none is available right now."),
+        data={kind: name},
+    )
+
+
+@contextlib.contextmanager
+def _as_protocol_errors() -> Iterator[None]:
+    """A downstream that is down, or lost while serving a prompt or a resource read, is a JSON-RPC error."""
+    try:
+        yield
+    except (DownstreamUnavailable, DownstreamLost) as error:
+        raise MCPError(INTERNAL_ERROR, f"{error}. Try again in a little while.") from None
+
+
+def _with_exposed_uris(catalog: Catalog, server: str, result: types.ReadResourceResult) -> types.ReadResourceResult:
+    spec = next((listing.spec for listing in catalog.listings if listing.spec.name == server), None)
+    if spec is None or not spec.prefix:
+        return result
+    contents = [item.model_copy(update={"uri": exposed_uri(spec, item.uri)}) for item in result.contents]
+    return result.model_copy(update={"contents": contents})
