@@ -88,3 +88,23 @@ def test_the_stdio_proxy_refuses_a_bad_config_naming_the_problem(tmp_path: Path)
 
     assert done.returncode != 0
     assert "servers.demo: give either command (a stdio server) or url" in done.stderr.decode()
+
+
+def test_preview_forwards_only_tools_that_declare_themselves_read_only(tmp_path: Path):
+    config = config_file(tmp_path, {"demo": stdio(DEMO)})
+    command = _command(config, "--preview")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=_env(), cwd=str(ROOT))
+
+    async def scenario() -> tuple[str, list[str]]:
+        async with Client(stdio_client(params), mode="legacy") as client:
+            await client.call_tool("get_contact", {"id": "c-404"})
+            refused = await client.call_tool("create_contact", {"name": "Dry", "email": "dry@example.com"})
+            assert refused.is_error
+            log = await client.call_tool("get_call_log", {})
+            assert log.structured_content is not None
+            return text(refused), [call["tool"] for call in log.structured_content["calls"]]
+
+    refusal, calls = asyncio.run(scenario())
+
+    assert refusal.startswith("create_contact did not run and was not sent: this is a preview session")
+    assert calls == ["get_contact"]  # the read ran; create_contact never reached the world

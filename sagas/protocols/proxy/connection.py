@@ -12,6 +12,7 @@ The session uses the 2025-11-25 handshake on purpose: one stateful session carri
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shlex
 import sys
@@ -180,11 +181,10 @@ class DownstreamConnection:
 
     async def _work_loop(self, live: _Live) -> None:
         while True:
+            kind: Work = "check"  # nothing asked for a while: make sure the server is still there
             with anyio.move_on_after(self._timing.ping_interval):
                 kind = await self._work_receive.receive()
-                await self._refresh(live, kind)
-                continue
-            await self._ping(live)
+            await self._refresh(live, kind)
 
     async def _ping(self, live: _Live) -> None:
         try:
@@ -201,14 +201,16 @@ class DownstreamConnection:
             return
         try:
             timeout = self._timing.list_timeout
-            listing = await lists.relist(live.session, self.listing, kind, live.init.capabilities, timeout)
+            fresh = await lists.fetch(live.session, kind, live.init.capabilities, timeout)
         except Exception as exc:  # the previous listing stays: a failed rebuild changes nothing
             self.status.listing_problem = f"listing its {kind} again failed ({_describe(exc, live.secrets)})"
             logger.error('downstream "%s": %s; the previous list stays', self.spec.name, self.status.listing_problem)
             self._wake("check")
             return
         self.status.listing_problem = ""
-        self.listing = listing
+        if live is not self._live or self.listing is None:
+            return  # the connection this answer came from has been replaced meanwhile
+        listing = self.listing = dataclasses.replace(self.listing, **fresh)
         self.status.tools = len(listing.tools)
         await self._on_listing(self, listing, frozenset({kind}))
 

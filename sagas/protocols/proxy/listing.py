@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Literal, TypeVar
+from typing import Literal, TypedDict, TypeVar
 
 import anyio
 import mcp.types as types
@@ -19,6 +19,17 @@ from sagas.protocols.proxy.specs import ServerSpec
 MAX_PAGES = 100
 
 Kind = Literal["tools", "prompts", "resources"]
+
+
+class Fresh(TypedDict, total=False):
+    """The ServerListing fields one kind's re-reading replaces."""
+
+    tools: tuple[types.Tool, ...]
+    prompts: tuple[types.Prompt, ...]
+    resources: tuple[types.Resource, ...]
+    templates: tuple[types.ResourceTemplate, ...]
+
+
 ResultT = TypeVar("ResultT", bound=BaseModel)
 ItemT = TypeVar("ItemT")
 
@@ -73,23 +84,19 @@ async def first_listing(
         offers_resources=init.capabilities.resources is not None,
     )
     for kind in ("tools", "prompts", "resources"):
-        listing = await relist(session, listing, kind, init.capabilities, timeout)
+        listing = dataclasses.replace(listing, **await fetch(session, kind, init.capabilities, timeout))
     return listing
 
 
-async def relist(
-    session: ClientSession,
-    listing: ServerListing,
-    kind: Kind,
-    capabilities: types.ServerCapabilities,
-    timeout: float,
-) -> ServerListing:
-    """`listing` with one kind read again (a kind the server did not declare stays empty)."""
+async def fetch(session: ClientSession, kind: Kind, capabilities: types.ServerCapabilities, timeout: float) -> Fresh:
+    """One kind read again, as the ServerListing fields it replaces (nothing for a kind the server did not
+    declare). The caller applies them to its listing as it is when the answer arrives: two kinds re-read at
+    once must not undo each other."""
     if kind == "tools" and capabilities.tools is not None:
-        return dataclasses.replace(listing, tools=await list_tools(session, timeout))
+        return {"tools": await list_tools(session, timeout)}
     if kind == "prompts" and capabilities.prompts is not None:
-        return dataclasses.replace(listing, prompts=await list_prompts(session, timeout))
+        return {"prompts": await list_prompts(session, timeout)}
     if kind == "resources" and capabilities.resources is not None:
         resources, templates = await list_resources(session, timeout)
-        return dataclasses.replace(listing, resources=resources, templates=templates)
-    return listing
+        return {"resources": resources, "templates": templates}
+    return {}
