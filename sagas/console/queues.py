@@ -22,9 +22,8 @@ from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga, Step
 from sagas.selectors.approvals import ApprovalContext, approval_contexts, pending_of, waiting_contexts
 from sagas.selectors.scope import parse_uuid, tenant_sagas
-from sagas.states import RECOVERABLE_SAGA_STATES, SagaStatus
+from sagas.states import RECOVERABLE_SAGA_STATES, SagaStatus, StepStatus
 from sagas.states import NodeStatus as N
-from sagas.states import StepStatus as T
 
 # Rows per console page. The queues are worked oldest first, so the head is what matters; a tenant with more
 # waiting than this has a bigger problem than paging, and the counts on the dashboard still say how many.
@@ -172,7 +171,7 @@ class RecoveryCase:
 def _expired_leases() -> tuple[Q, Q, Q]:
     now = timezone.now()
     node = Q(status=N.EXECUTING, lease_expires_at__lt=now)
-    step = Q(status=T.EXECUTING, node__isnull=True, lease_expires_at__lt=now)
+    step = Q(status=StepStatus.EXECUTING, node__isnull=True, lease_expires_at__lt=now)
     # A rollback runner that stopped renewing its saga lease (the sweeper resumes it; an operator may too).
     saga = Q(status=SagaStatus.ROLLING_BACK, lease_expires_at__lt=now)
     return node, step, saga
@@ -215,7 +214,9 @@ def problems_of(saga: Saga) -> list[Problem]:
     """What went wrong in this saga, node by node, then step by step, then the saga's own error."""
     now = timezone.now()
     found = [p for node in saga.nodes.order_by("position") if (p := _node_problem(saga, node, now))]
-    steps = saga.steps.filter(Q(status=T.COMPENSATION_FAILED) | Q(status=T.EXECUTING, node__isnull=True))
+    steps = saga.steps.filter(
+        Q(status=StepStatus.COMPENSATION_FAILED) | Q(status=StepStatus.EXECUTING, node__isnull=True)
+    )
     found += [p for step in steps.order_by("sequence") if (p := _step_problem(step, now))]
     if saga.status == SagaStatus.ROLLING_BACK and saga.lease_expires_at and saga.lease_expires_at < now:
         found.append(
@@ -278,7 +279,7 @@ def _node_problem(saga: Saga, node: Node, now: datetime) -> Problem | None:
 
 
 def _step_problem(step: Step, now: datetime) -> Problem | None:
-    if step.status == T.COMPENSATION_FAILED:
+    if step.status == StepStatus.COMPENSATION_FAILED:
         return Problem(
             "failed_compensation",
             "Failed compensation",

@@ -1,8 +1,8 @@
 """Governance inside the coordinator's transactions: build the sanitized facts, evaluate, audit the decision.
 
-A decision is recorded in the same transaction as the state change it allowed, or in a transaction of its own
-when it refused one (the caller raises the refusal only after that transaction committed, so the evidence of a
-refusal is never rolled back with it).
+A decision is recorded in the same transaction as the state change it allowed. One that refuses the call is
+raised as a `Refusal` (sagas.coordinator._tx): its transaction commits the decision, then the refusal reaches the
+caller, so the evidence of a refusal is never rolled back with it.
 """
 
 from __future__ import annotations
