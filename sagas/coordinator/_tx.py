@@ -41,8 +41,8 @@ _STAMPED: frozenset[type[models.Model]] = frozenset({Saga, Node, Step})
 
 
 class Refusal(Exception):
-    """Refuse the call from inside a saga transaction while keeping what it recorded: the transaction commits, then
-    `error` is raised to the caller. Not a ServiceError, so no `except SagaError` in the block can swallow it."""
+    """Refuse the call from inside a `locked_saga` block while keeping what it recorded: the transaction commits,
+    then `error` is raised to the caller. Not a ServiceError, so no `except SagaError` in the block can swallow it."""
 
     def __init__(self, error: ServiceError) -> None:
         super().__init__(str(error))
