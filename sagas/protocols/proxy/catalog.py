@@ -189,7 +189,7 @@ class Catalog:
         return any(listing.offers_resources for listing in self.listings)
 
     def with_listing(self, listing: ServerListing, order: Sequence[str]) -> Catalog:
-        """A new catalog with one server's listing replaced (or added, or removed when it lists nothing); raises
+        """A new catalog with one server's listing replaced (or added, for a server that connected later); raises
         NameCollision and leaves this one untouched."""
         others = {item.spec.name: item for item in self.listings if item.spec.name != listing.spec.name}
         others[listing.spec.name] = listing
