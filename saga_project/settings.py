@@ -35,8 +35,8 @@ ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "loca
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    # django.contrib.admin with the operator dashboard as its index (saga_project.admin_mixins.ConsoleAdminSite).
-    "saga_project.admin_mixins.ConsoleAdminConfig",
+    # django.contrib.admin with the operator dashboard as its index (sagas.console.site.ConsoleAdminSite).
+    "sagas.console.site.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

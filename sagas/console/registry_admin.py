@@ -21,7 +21,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from registry.models import ActionDefinition
-from saga_project.admin_mixins import ReadOnlyAdminMixin
+from sagas.console.site import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[ActionDefinition]

@@ -29,8 +29,8 @@ from governance.errors import ServiceError
 from governance.identity.operators import principal_for_user
 from governance.identity.principal import Principal
 from governance.identity.rbac import can
-from saga_project.admin_mixins import ReadOnlyAdminMixin, TenantScopedAdminMixin
-from sagas import coordinator, previews, selectors
+from sagas.console.site import ReadOnlyAdminMixin, TenantScopedAdminMixin
+from sagas import coordinator, selectors
 from sagas.console import dag, detail, queues
 from sagas.errors import NotFound
 from sagas.models import A2ATask, Approval, Checkpoint, Node, Saga, Step
@@ -319,7 +319,7 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
         principal = self._principal(request)
         saga = self._found(lambda: selectors.saga_get(actor=principal, saga_id=saga_id))
         try:
-            report = previews.preview_report(actor=principal, saga_id=saga.id)
+            report = selectors.preview_report(actor=principal, saga_id=saga.id)
         except ServiceError as error:
             messages.error(request, error.message)
             return HttpResponseRedirect(reverse("admin:sagas_saga_detail", args=[saga.id]))

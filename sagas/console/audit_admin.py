@@ -21,7 +21,7 @@ from django.utils.html import format_html
 from audit import control_plane
 from audit.models import AuditEvent, EventType
 from governance.identity.operators import principal_for_user
-from saga_project.admin_mixins import ReadOnlyAdminMixin
+from sagas.console.site import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[AuditEvent]

@@ -43,7 +43,12 @@ class ConsoleAdminSite(admin.AdminSite):
 class ConsoleAdminConfig(AdminConfig):
     """Installs ConsoleAdminSite as `django.contrib.admin.site`, so every @admin.register lands on it."""
 
-    default_site = "saga_project.admin_mixins.ConsoleAdminSite"
+    default_site = "sagas.console.site.ConsoleAdminSite"
+
+    def ready(self) -> None:
+        super().ready()
+        # The model pages of every app live in the console package; Django only autodiscovers `admin` modules.
+        from sagas.console import audit_admin, governance_admin, registry_admin, sagas_admin  # noqa: F401
 
 
 class ReadOnlyAdminMixin:
