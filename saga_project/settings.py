@@ -35,8 +35,8 @@ ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "loca
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
-    # django.contrib.admin with the operator dashboard as its index (sagas.console.site.ConsoleAdminSite).
-    "sagas.console.site.ConsoleAdminConfig",
+    # django.contrib.admin as the operator console (sagas.console.site.ConsoleAdminSite: dashboard, screens).
+    "sagas.console.apps.ConsoleAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -78,7 +78,6 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "governance.context_processors.oidc",
             ],
         },
     },

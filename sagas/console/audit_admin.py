@@ -3,8 +3,8 @@
 Events are listed for the operator's tenant only (the denormalized `tenant_id` column), plus the deployment's
 control-plane chain (registry and policy changes, which apply to every tenant and are no one tenant's), searched
 on the other denormalized columns, and filtered by event type, by chain kind (saga or control plane) and by
-chain id (a saga's id, or a control-plane chain's). This module imports no saga code: the audit app stays below
-the others.
+chain id (a saga's id, or a control-plane chain's). The audit app itself holds no admin module: it stays below the
+others and never imports the console.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from django.utils.html import format_html
 from audit import control_plane
 from audit.models import AuditEvent, EventType
 from governance.identity.operators import principal_for_user
-from sagas.console.site import ReadOnlyAdminMixin
+from sagas.console.mixins import ReadOnlyAdminMixin
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[AuditEvent]

@@ -1,22 +1,40 @@
-"""Shared admin behaviour. Evidence and contracts are read-only in the admin: state changes go through services.
-Saga data is tenant-scoped here exactly as on every other surface.
+"""The console's admin site: Django's admin, whose index is the operator dashboard of the signed-in operator's tenant,
+whose login page offers single sign-on when OIDC is configured, and which serves the console's screens
+(sagas.console.screens) beside the model pages.
 
-The admin site itself is `ConsoleAdminSite` (installed by `ConsoleAdminConfig` in INSTALLED_APPS in place of
-django.contrib.admin): the same site, whose index is the operator dashboard of the signed-in operator's tenant.
+Installed by sagas.console.apps.ConsoleAdminConfig in place of django.contrib.admin, so it is
+`django.contrib.admin.site` and every @admin.register lands on it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import admin, messages
-from django.contrib.admin.apps import AdminConfig
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.urls import URLPattern, URLResolver
 
 from governance.errors import ServiceError
 from governance.identity.operators import principal_for_user
+from sagas.console.detail import dashboard
+from sagas.console.screens.approvals import ApprovalScreens
+from sagas.console.screens.base import ConsoleScreens
+from sagas.console.screens.contract_diff import ContractDiffScreen
+from sagas.console.screens.kill_switch import KillSwitchScreens
+from sagas.console.screens.policy import PolicyScreen
+from sagas.console.screens.recovery import RecoveryScreens
+from sagas.console.screens.saga import SagaDetailScreens
+
+SCREENS: tuple[type[ConsoleScreens], ...] = (
+    ApprovalScreens,
+    RecoveryScreens,
+    SagaDetailScreens,
+    PolicyScreen,
+    KillSwitchScreens,
+    ContractDiffScreen,
+)
 
 
 class ConsoleAdminSite(admin.AdminSite):
@@ -26,10 +44,12 @@ class ConsoleAdminSite(admin.AdminSite):
     site_title = "Semantic Saga"
     index_title = "Dashboard"
 
-    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
-        # Imported here: sagas.admin imports this module, and the dashboard reads import sagas' models.
-        from sagas.console.detail import dashboard
+    def get_urls(self) -> list[URLResolver | URLPattern]:
+        screens = [pattern for screen in SCREENS for pattern in screen(self).get_urls()]
+        # Ours first: a model page's `<path:object_id>/` pattern would swallow them.
+        return [*screens, *super().get_urls()]
 
+    def index(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> TemplateResponse:
         principal = principal_for_user(request.user)
         board = None
         if principal is not None:
@@ -39,39 +59,7 @@ class ConsoleAdminSite(admin.AdminSite):
                 messages.error(request, error.message)
         return super().index(request, {"console": board, "console_principal": principal, **(extra_context or {})})
 
-
-class ConsoleAdminConfig(AdminConfig):
-    """Installs ConsoleAdminSite as `django.contrib.admin.site`, so every @admin.register lands on it."""
-
-    default_site = "sagas.console.site.ConsoleAdminSite"
-
-    def ready(self) -> None:
-        super().ready()
-        # The model pages of every app live in the console package; Django only autodiscovers `admin` modules.
-        from sagas.console import audit_admin, governance_admin, registry_admin, sagas_admin  # noqa: F401
-
-
-class ReadOnlyAdminMixin:
-    """Deny add, change and delete; viewing stays available to staff with the view permission."""
-
-    def has_add_permission(self, request: HttpRequest, *args: Any) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-
-class TenantScopedAdminMixin:
-    """Rows of the operator's tenant only; `tenant_field` is the lookup to the row's tenant id."""
-
-    tenant_field = "tenant_id"
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]
-        principal = principal_for_user(request.user)
-        if principal is None:
-            return queryset.none()
-        return queryset.filter(**{self.tenant_field: principal.tenant_id})
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # templates/admin/login.html shows the single sign-on button (governance.identity.oidc) only when enabled.
+        sso = {"saga_oidc_enabled": bool(settings.SAGA_OIDC_ENABLED)}
+        return super().login(request, {**sso, **(extra_context or {})})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from django.test import Client
 
 from governance.identity.principal import Principal
@@ -12,12 +11,25 @@ from sagas.states import ApprovalStatus, NodeStatus, SagaStatus
 from tests.admin.conftest import Login, failed_saga, gated_saga, messages_of
 from tests.httpserver import RecordingHTTPServer
 
-SCREENS = ["/admin/", "/admin/sagas/saga/approvals/", "/admin/sagas/saga/recovery/", "/admin/sagas/saga/policy/"]
 
-
-@pytest.mark.parametrize("url", SCREENS)
-def test_viewer_sees_every_screen(vera: Client, url: str):
-    assert vera.get(url).status_code == 200
+def test_viewer_sees_the_tenants_work_on_every_screen(
+    vera: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a node waiting for approval and a saga that needs recovery
+    saga, (node,) = gated_saga(operator, downstream)
+    failed, failed_node = failed_saga(operator, downstream)
+    # when the viewer opens each screen, then each shows them
+    dashboard = vera.get("/admin/").content.decode()
+    assert 'id="count-approvals">1<' in dashboard and 'id="count-recovery">1<' in dashboard
+    assert 'id="count-total">2<' in dashboard
+    assert f'id="approval-row-{node.id}"' in vera.get("/admin/sagas/saga/approvals/").content.decode()
+    recovery = vera.get("/admin/sagas/saga/recovery/").content.decode()
+    assert f'id="recovery-{failed.id}"' in recovery and 'data-kind="failed_node"' in recovery
+    detail = vera.get(f"/admin/sagas/saga/{failed.id}/detail/").content.decode()
+    assert f'id="dag-node-{failed_node.id}"' in detail and 'data-status="FAILED"' in detail
+    assert 'id="policy-backend">none<' in vera.get("/admin/sagas/saga/policy/").content.decode()
+    assert 'id="engage-kill-switch"' not in vera.get("/admin/governance/killswitch/").content.decode()
+    assert str(saga.id) in vera.get("/admin/sagas/saga/").content.decode()
 
 
 def test_viewer_gets_no_action_buttons(vera: Client, operator: Principal, downstream: RecordingHTTPServer):

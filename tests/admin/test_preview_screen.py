@@ -30,7 +30,8 @@ def test_an_operator_reads_the_report_and_promotes_the_preview(
     assert "Nothing reached the world" in page and "would wait for approval" in page
     assert 'id="class-compensable"' in page
     # when promoted through the confirmation page
-    assert olga.get(f"/admin/sagas/saga/{preview.id}/do/promote/").status_code == 200
+    confirm = olga.get(f"/admin/sagas/saga/{preview.id}/do/promote/").content.decode()
+    assert 'id="confirm-promote"' in confirm and "nothing is trusted from the dry run" in confirm
     answer = olga.post(f"/admin/sagas/saga/{preview.id}/do/promote/", {"confirm": "promote"})
     # then a real saga plans the node again, gated afresh
     real = Saga.objects.get(metadata__promoted_from=str(preview.id))

@@ -10,6 +10,8 @@ from audit.models import AuditEvent
 from governance.identity.principal import Principal
 from governance.models import OperatorProfile
 from sagas import coordinator
+from tests.contracts import http_contract, register
+from tests.httpserver import RecordingHTTPServer
 
 
 def _login(username: str, tenant: str | None, role: str = "admin", superuser: bool = True) -> Client:
@@ -31,12 +33,30 @@ def staff_client(transactional_db: None) -> Client:
     return _login("root", "acme")
 
 
-@pytest.mark.parametrize("model", ["sagas/saga", "sagas/node", "sagas/step", "audit/auditevent"])
-def test_admin_changelists_render(staff_client: Client, operator: Principal, model: str):
+def test_admin_changelists_list_the_rows_and_offer_no_add_button(
+    staff_client: Client, operator: Principal, downstream: RecordingHTTPServer
+):
+    # given a saga with a checkpoint, an immediate step, a planned node and an approval request
+    register(http_contract("charge", downstream.url))
+    register(http_contract("wire", downstream.url, approval_required=True))
     saga = coordinator.saga_begin(actor=operator, metadata={"order": "1"})
     coordinator.saga_checkpoint(actor=operator, saga_id=saga.id, name="start")
-    answer = staff_client.get(f"/admin/{model}/")
-    assert answer.status_code == 200
+    step = coordinator.saga_step_execute(actor=operator, saga_id=saga.id, action="charge", input={})
+    node = coordinator.node_plan(actor=operator, saga_id=saga.id, action="wire", input={}, key="later")
+    shown = {
+        "sagas/saga": [str(saga.id), "ACTIVE"],
+        "sagas/node": [str(node.id), "later", "WAITING_APPROVAL"],
+        "sagas/step": [str(step.id), "COMPLETED"],
+        "sagas/approval": ["PENDING", "node later wire@1.0.0"],
+        "sagas/checkpoint": ["start", "alice"],
+        "audit/auditevent": ["SAGA_STARTED", "CHECKPOINT_CREATED", "APPROVAL_REQUESTED"],
+    }
+    for model, texts in shown.items():
+        # when each list is opened
+        html = staff_client.get(f"/admin/{model}/").content.decode()
+        # then it lists the rows, and offers no way to add one
+        assert all(text in html for text in texts), (model, [t for t in texts if t not in html])
+        assert f'href="/admin/{model}/add/"' not in html, model
 
 
 def test_saga_detail_renders_read_only(staff_client: Client, operator: Principal):

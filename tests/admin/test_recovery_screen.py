@@ -148,12 +148,21 @@ def test_expired_lease_is_listed_with_rollback(olga: Client, operator: Principal
 
 
 @pytest.mark.parametrize("operation", ["rollback", "retry_compensation", "run", "commit", "resume_rollback"])
-def test_operation_confirmation_pages_render(
+def test_operation_confirmation_pages_show_the_saga_and_change_nothing(
     olga: Client, operator: Principal, downstream: RecordingHTTPServer, operation: str
 ):
     saga, _node = failed_saga(operator, downstream)
-    page = olga.get(f"/admin/sagas/saga/{saga.id}/do/{operation}/")
-    assert page.status_code == 200 and f'id="confirm-{operation}"' in page.content.decode()
+    html = olga.get(f"/admin/sagas/saga/{saga.id}/do/{operation}/", {"next": RECOVERY}).content.decode()
+    # the page names the saga and its state, offers the one button, and carries where to return to
+    assert f'id="confirm-{operation}"' in html and 'id="cancel"' in html
+    assert str(saga.id) in html and 'class="badge st-RECOVERY_REQUIRED"' in html
+    assert f'name="next" value="{RECOVERY}"' in html
+    assert Saga.objects.get(pk=saga.id).status == SagaStatus.RECOVERY_REQUIRED
+
+
+def test_an_unknown_operation_is_not_found(olga: Client, operator: Principal, downstream: RecordingHTTPServer):
+    saga, _node = failed_saga(operator, downstream)
+    assert olga.get(f"/admin/sagas/saga/{saga.id}/do/explode/").status_code == 404
 
 
 def test_operation_refused_by_the_coordinator_shows_its_message(

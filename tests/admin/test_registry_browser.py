@@ -5,9 +5,12 @@ from __future__ import annotations
 from django.test import Client
 
 from registry.models import ActionDefinition
+from registry.services import registry_load_file
 from tests.contracts import http_contract, register
+from tests.registry.conftest import EXAMPLE_REGISTRY
 
-DIFF = "/admin/registry/actiondefinition/diff/"
+CONTRACTS = "/admin/registry/actiondefinition/"
+DIFF = f"{CONTRACTS}diff/"
 
 
 def _two_versions() -> tuple[ActionDefinition, ActionDefinition]:
@@ -54,3 +57,18 @@ def test_contracts_are_read_only(olga: Client):
     assert olga.post(f"/admin/registry/actiondefinition/{old.pk}/delete/", {"post": "yes"}).status_code == 403
     assert 'name="_save"' not in olga.get(f"/admin/registry/actiondefinition/{old.pk}/change/").content.decode()
     assert ActionDefinition.objects.count() == 2
+
+
+def test_a_superuser_reads_every_contract_of_the_example_registry(admin_client: Client):
+    # given the example registry
+    registry_load_file(EXAMPLE_REGISTRY)
+    rows = list(ActionDefinition.objects.order_by("action_id"))
+    # when the installation's admin opens the list, then every contract is there with its short hash
+    listing = admin_client.get(CONTRACTS).content.decode()
+    for row in rows:
+        assert f'id="compare-{row.action_id}-{row.version}"' in listing and row.definition_hash[:12] in listing
+    # and a contract's page shows its full hash and stored definition, with nothing to save
+    charge = next(row for row in rows if row.action_id == "charge_card")
+    record = admin_client.get(f"{CONTRACTS}{charge.pk}/change/").content.decode()
+    assert charge.definition_hash in record and "&quot;charge_card&quot;" in record
+    assert 'name="_save"' not in record
