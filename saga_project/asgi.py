@@ -65,7 +65,7 @@ proxy = build_proxy_http_app(settings.SAGA_PROXY_CONFIG) if settings.SAGA_PROXY_
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    from sagas.dispatch import uses_celery
+    from sagas.coordinator.nudges import uses_celery
     from sagas.sweeper import EmbeddedSweeper
 
     await sync_to_async(_load_actions_file, thread_sensitive=False)()
