@@ -22,7 +22,7 @@ from audit.chain import EventDraft
 from audit.models import EventType
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import ADMIN, authorize
 from governance.models import KillSwitch
 
 
@@ -36,7 +36,7 @@ def engaged(tenant_id: str, saga_id: uuid.UUID | None = None) -> KillSwitch | No
 def kill_switch_engage(*, actor: Principal, reason: str, saga_id: uuid.UUID | None = None) -> KillSwitch:
     """Engage for the actor's tenant (or one of its sagas). Needs the admin capability. Idempotent: engaging an
     engaged switch keeps the first one (and its reason) and records nothing."""
-    authorize(actor, "kill_switch")
+    authorize(actor, ADMIN, "kill_switch")
     if not reason.strip():
         raise ServiceError("INVALID_INPUT", "Say why the kill switch is engaged (reason); operators will read it.")
     with transaction.atomic(durable=True):
@@ -56,7 +56,7 @@ def kill_switch_engage(*, actor: Principal, reason: str, saga_id: uuid.UUID | No
 
 def kill_switch_release(*, actor: Principal, saga_id: uuid.UUID | None = None) -> bool:
     """Release the actor's tenant switch (or a saga's). Returns whether one was engaged."""
-    authorize(actor, "kill_switch")
+    authorize(actor, ADMIN, "kill_switch")
     with transaction.atomic(durable=True):
         chain = control_plane.lock_chain(actor.tenant_id)
         switch = KillSwitch.objects.filter(tenant_id=actor.tenant_id, saga_id=saga_id).first()

@@ -51,54 +51,12 @@ def capabilities(principal: Principal) -> frozenset[Capability]:
     return from_roles | from_scopes
 
 
-# TRANSITIONAL (helper_ops, issue 16): callers still naming an operation instead of a capability; removed once
-# every caller passes the capability.
-_LEGACY = {
-    **dict.fromkeys(
-        [
-            "begin",
-            "execute",
-            "plan",
-            "run",
-            "approve",
-            "reject",
-            "retry",
-            "checkpoint",
-            "commit",
-            "rollback",
-            "promote",
-        ],
-        EXECUTE,
-    ),
-    **dict.fromkeys(
-        [
-            "get",
-            "list_sagas",
-            "timeline",
-            "audit",
-            "verify_audit",
-            "list_actions",
-            "get_action",
-            "policy_status",
-            "policy_decisions",
-            "preview_report",
-        ],
-        READ,
-    ),
-    **dict.fromkeys(["load_actions", "recover", "kill_switch", "policy_status_other_tenant"], ADMIN),
-}
-
-
-def can(principal: Principal, needed: Capability | str) -> bool:
-    if not isinstance(needed, Capability):
-        needed = _LEGACY[needed]
+def can(principal: Principal, needed: Capability) -> bool:
     return needed in capabilities(principal)
 
 
-def authorize(principal: Principal, needed: Capability | str, operation: str = "") -> None:
-    """Raise Forbidden, naming `operation`, unless the principal holds the capability `needed`."""
-    if not isinstance(needed, Capability):
-        operation, needed = needed, _LEGACY[needed]
+def authorize(principal: Principal, needed: Capability, operation: str) -> None:
+    """Raise Forbidden, naming `operation` (what was not done), unless the principal holds the capability `needed`."""
     if needed in capabilities(principal):
         return
     held = ", ".join(sorted(capabilities(principal))) or "none"

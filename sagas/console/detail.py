@@ -19,7 +19,7 @@ from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from governance.models import KillSwitch
 from sagas import selectors
 from sagas.console import dag
@@ -129,7 +129,7 @@ class Dashboard:
 
 def dashboard(*, actor: Principal) -> Dashboard:
     """The landing page's numbers for the actor's tenant."""
-    authorize(actor, "list_sagas")
+    authorize(actor, READ, "list_sagas")
     rows = tenant_sagas(actor).order_by().values("status").annotate(n=Count("id"))
     counts: dict[str, int] = {row["status"]: row["n"] for row in rows}
     cases = recovery_cases(actor=actor, limit=DASHBOARD_OLDEST)
@@ -147,7 +147,7 @@ def dashboard(*, actor: Principal) -> Dashboard:
 def policy_page(*, actor: Principal, limit: int = POLICY_DECISIONS_SHOWN) -> dict[str, Any]:
     """Governance status of the actor's tenant and its newest POLICY_DECISION audit events."""
     status = selectors.policy_status(actor=actor)
-    authorize(actor, "policy_decisions")
+    authorize(actor, READ, "policy_decisions")
     events = (
         AuditEvent.objects.filter(tenant_id=actor.tenant_id, event_type=E.POLICY_DECISION)
         .order_by("-created_at_text", "-sequence")

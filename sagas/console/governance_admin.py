@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from governance.identity.operators import principal_for_user
-from governance.identity.rbac import can
+from governance.identity.rbac import ADMIN, can
 from governance.models import KillSwitch, OperatorProfile
 from sagas.console.screens.kill_switch import switch_scope
 
@@ -75,5 +75,5 @@ class KillSwitchAdmin(_KillSwitchModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         principal = principal_for_user(request.user)
-        engage = principal is not None and can(principal, "kill_switch")
+        engage = principal is not None and can(principal, ADMIN)
         return super().changelist_view(request, {"can_engage": engage, **(extra_context or {})})

@@ -16,7 +16,7 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from sagas import selectors
 from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga, Step
@@ -73,13 +73,13 @@ def _pending(actor: Principal) -> QuerySet[Approval]:
 
 
 def pending_approval_count(*, actor: Principal) -> int:
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     return _pending(actor).count()
 
 
 def approval_queue(*, actor: Principal, limit: int = QUEUE_LIMIT) -> list[QueueItem]:
     """WAITING_APPROVAL nodes of the actor's tenant, oldest request first (served by approval_status_created_idx)."""
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     approvals = list(_pending(actor).select_related("node", "node__saga").order_by("created_at", "id")[:limit])
     contexts = approval_contexts(approvals)
     planners = _planners(actor, [a.node for a in approvals])
@@ -117,7 +117,7 @@ def _planners(actor: Principal, nodes: list[Node]) -> dict[str, str]:
 
 def tenant_nodes(*, actor: Principal, node_ids: list[str]) -> list[Node]:
     """The named nodes of the actor's tenant, in the order given; NotFound if any is missing or another tenant's."""
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     if not node_ids or len(node_ids) > MAX_BULK_NODES:
         raise NotFound("NODE_NOT_FOUND", f"Name between 1 and {MAX_BULK_NODES} nodes.")
     parsed = [parse_uuid(n) for n in node_ids]
@@ -193,13 +193,13 @@ def recovery_sagas(actor: Principal) -> QuerySet[Saga]:
 
 
 def recovery_count(*, actor: Principal) -> int:
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     return recovery_sagas(actor).count()
 
 
 def recovery_cases(*, actor: Principal, saga_id: object = None, limit: int = QUEUE_LIMIT) -> list[RecoveryCase]:
     """Each saga needing recovery with its problems; one saga only when `saga_id` is given."""
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     sagas = recovery_sagas(actor)
     if saga_id is not None:
         parsed = parse_uuid(saga_id)

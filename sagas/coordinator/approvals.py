@@ -19,7 +19,7 @@ from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _graph, _policy
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
@@ -67,7 +67,7 @@ def node_approve(
     """
     if not isinstance(approved, bool):
         raise InvalidInput(message="approved must be true or false.")
-    authorize(actor, "approve" if approved else "reject")
+    authorize(actor, EXECUTE, "approve" if approved else "reject")
     if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
         raise InvalidInput(message=f"reason must be a string of at most {MAX_REASON_CHARS} characters, or null.")
     with locked_saga(saga_id, actor) as tx:

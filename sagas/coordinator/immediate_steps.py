@@ -11,7 +11,7 @@ from typing import Any
 
 from audit.models import EventType as E
 from governance.identity.principal import Principal, system_principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _actions, _policy, gates
 from sagas.coordinator._attempts import Claim, new_step, perform, prior_receipt, record_outcome
 from sagas.coordinator._tx import Refusal, locked_saga
@@ -39,7 +39,7 @@ def saga_step_execute(
     ACTION_FAILED_PERMANENT describing what happened. In a preview saga the step is journaled DRY and nothing is
     called. Refusals (kill switch, policy, an approval the action needs) are raised after their evidence commits.
     """
-    authorize(actor, "execute")
+    authorize(actor, EXECUTE, "execute")
     pinned = _actions.resolve(action, version)
     payload = _actions.check_input(pinned, input)
     first = _claim(actor, saga_id, pinned, payload)

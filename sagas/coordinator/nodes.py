@@ -9,7 +9,7 @@ from typing import Any
 
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _actions, _graph, _policy
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
@@ -65,7 +65,7 @@ def node_plan(
     the same content returns the existing node. Errors: INVALID_INPUT (nothing written), ACTION_NOT_FOUND,
     NODE_NOT_FOUND (unknown dependency), NODE_KEY_CONFLICT.
     """
-    authorize(actor, "plan")
+    authorize(actor, EXECUTE, "plan")
     if key is not None and (not isinstance(key, str) or not key or len(key) > 200):
         raise InvalidInput(message="key must be a non-empty string of at most 200 characters, or null.")
     if approval_required is not None and not isinstance(approval_required, bool):
@@ -129,7 +129,7 @@ def node_retry(*, actor: Principal, saga_id: object, node_id: object, force: boo
     reconciled). A rejected node asks for approval again. The node keeps its step id. A RECOVERY_REQUIRED saga
     returns to ACTIVE. Audit NODE_RETRIED. Nothing executes until run_ready_steps.
     """
-    authorize(actor, "retry")
+    authorize(actor, EXECUTE, "retry")
     if not isinstance(force, bool):
         raise InvalidInput(message="force must be true or false.")
     with locked_saga(saga_id, actor) as tx:

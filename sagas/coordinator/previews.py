@@ -15,7 +15,7 @@ from typing import Any
 
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from registry.dry_requests import preview_request
 from registry.errors import ActionFailure
 from sagas.coordinator import _actions, _policy
@@ -145,7 +145,7 @@ def saga_promote(*, actor: Principal, saga_id: object) -> Saga:
     before. Audit SAGA_PROMOTED on the preview (data: the new saga's id). Errors: NOT_A_PREVIEW, and any refusal of
     the re-planning (the new saga then keeps the nodes planned so far, and says which one was refused).
     """
-    authorize(actor, "promote")
+    authorize(actor, EXECUTE, "promote")
     plan = _promotion_plan(actor, saga_id)
     saga = saga_begin(actor=actor, metadata={**plan["metadata"], "promoted_from": str(plan["preview_id"])})
     with locked_saga(plan["preview_id"], actor) as tx:

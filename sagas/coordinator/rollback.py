@@ -22,7 +22,7 @@ from django.db.models.functions import Now
 from audit import telemetry
 from audit.models import EventType as E
 from governance.identity.principal import Principal, system_principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from registry.actions import InvocationContext
 from registry.contracts import (
     backoff_seconds,
@@ -71,7 +71,7 @@ def saga_rollback(*, actor: Principal, saga_id: object, wait_seconds: float | No
     again on ROLLBACK_FAILED retries the failed compensations only. Waits up to `wait_seconds` (default 60) for
     attempts in flight, or for another runner, then returns the saga as it is.
     """
-    authorize(actor, "rollback")
+    authorize(actor, EXECUTE, "rollback")
     deadline = time.monotonic() + (DEFAULT_ROLLBACK_WAIT_SECONDS if wait_seconds is None else max(0.0, wait_seconds))
     pk = _request(actor, saga_id)
     while True:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _policy
 from sagas.coordinator._tx import Refusal, locked_saga
 from sagas.coordinator.node_attempts import dispatch_ready
@@ -91,7 +91,7 @@ def saga_run_ready(
     most 300; 0 = do not wait) for the wave to settle, including a rollback it triggered, then reports the state
     and what is still in flight. Audit RUN_REQUESTED. Errors: SAGA_NOT_FOUND, SAGA_NOT_ACTIVE, INVALID_INPUT.
     """
-    authorize(actor, "run")
+    authorize(actor, EXECUTE, "run")
     _require_int(max_parallel, "max_parallel", 1, 32)
     _require_int(max_steps, "max_steps", 1, 1000)
     deadline = time.monotonic() + _wait_bound(wait_seconds)

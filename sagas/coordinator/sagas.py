@@ -9,7 +9,7 @@ from typing import Any
 from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _policy, gates
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
@@ -43,7 +43,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     sagas.coordinator.previews). `metadata._identity` is written by the server; a caller value is discarded.
     Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview.
     """
-    authorize(actor, "begin")
+    authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):
         raise InvalidInput(message="preview must be true or false.")
     if switch := kill_switch.engaged(actor.tenant_id):
@@ -59,7 +59,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
 
 def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[str, Any] | None = None) -> Checkpoint:
     """Persist a named milestone. Needs ACTIVE or RECOVERY_REQUIRED. Audit CHECKPOINT_CREATED (name only, no data)."""
-    authorize(actor, "checkpoint")
+    authorize(actor, EXECUTE, "checkpoint")
     if not isinstance(name, str) or not name.strip() or len(name) > 200:
         raise InvalidInput(message="Checkpoint name must be a non-empty string of at most 200 characters.")
     payload = _require_json_object(data if data is not None else {}, "data", MAX_CHECKPOINT_BYTES)
@@ -80,7 +80,7 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
 
     Effects: COMMITTED (terminal), audit SAGA_COMMITTED. Errors: SAGA_NOT_ACTIVE, UNFINISHED_NODES, UNFINISHED_STEPS.
     """
-    authorize(actor, "commit")
+    authorize(actor, EXECUTE, "commit")
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
         if saga.preview:

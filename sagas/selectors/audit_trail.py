@@ -10,7 +10,7 @@ from typing import Any
 from audit.chain import verify_chain
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from sagas.errors import InvalidInput
 from sagas.selectors.scope import tenant_saga
 
@@ -50,7 +50,7 @@ def saga_audit_events(
     *, actor: Principal, saga_id: object, limit: int | None = 500, event_types: list[str] | None = None
 ) -> dict[str, Any]:
     """The saga's audit events in chain order (oldest first), optionally of some types only."""
-    authorize(actor, "audit")
+    authorize(actor, READ, "audit")
     saga = tenant_saga(actor, saga_id)
     events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")
     if event_types:
@@ -63,6 +63,6 @@ def saga_audit_events(
 
 def saga_verify_audit(*, actor: Principal, saga_id: object) -> dict[str, Any]:
     """Recompute the saga's hash chain: {saga_id, valid, events_checked, head_hash | failed_sequence}."""
-    authorize(actor, "verify_audit")
+    authorize(actor, READ, "verify_audit")
     saga = tenant_saga(actor, saga_id)
     return verify_chain(saga.id).as_dict()

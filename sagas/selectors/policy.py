@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import ADMIN, READ, authorize
 from governance.policy import engine as governance_policy
 
 
 def policy_status(*, actor: Principal, tenant_id: str | None = None) -> dict[str, Any]:
     """Governance status for the caller's tenant; another tenant's needs the admin capability."""
-    authorize(actor, "policy_status")
+    authorize(actor, READ, "policy_status")
     tenant = tenant_id or actor.tenant_id
     if tenant != actor.tenant_id:
-        authorize(actor, "policy_status_other_tenant")
+        authorize(actor, ADMIN, "policy_status_other_tenant")
     return governance_policy.policy_status(tenant)

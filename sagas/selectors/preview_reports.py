@@ -12,7 +12,7 @@ from typing import Any
 
 from audit.models import AuditEvent, EventType
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from governance.policy.engine import risk_units
 from registry.contracts import has_compensation
 from sagas.errors import InvalidTransition
@@ -34,7 +34,7 @@ CLASS_MEANING = {
 
 def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
     """Errors: SAGA_NOT_FOUND (also for another tenant's saga), NOT_A_PREVIEW."""
-    authorize(actor, "preview_report")
+    authorize(actor, READ, "preview_report")
     saga = saga_get(actor=actor, saga_id=saga_id)
     if not saga.preview:
         raise InvalidTransition(

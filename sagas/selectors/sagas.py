@@ -11,7 +11,7 @@ from datetime import datetime
 from django.db.models import Exists, OuterRef, Q
 
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from sagas.errors import InvalidInput
 from sagas.models import Node, Saga, Step
 from sagas.selectors.pages import as_utc, decode_keyset_cursor, encode_keyset_cursor
@@ -20,7 +20,7 @@ from sagas.states import SagaStatus
 
 
 def saga_get(*, actor: Principal, saga_id: object) -> Saga:
-    authorize(actor, "get")
+    authorize(actor, READ, "get")
     return tenant_saga(actor, saga_id)
 
 
@@ -56,7 +56,7 @@ def saga_list(
     Optional filters: `status`; `created_after` / `created_before` (exclusive bounds, naive values are UTC);
     `action`, the sagas having a planned node or a journal step with that action id.
     """
-    authorize(actor, "list_sagas")
+    authorize(actor, READ, "list_sagas")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
         raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     query = tenant_sagas(actor)

@@ -7,7 +7,7 @@ from typing import Any
 from audit.chain import verify_chain
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
-from governance.identity.rbac import authorize
+from governance.identity.rbac import READ, authorize
 from sagas.selectors import shapes
 from sagas.selectors.approvals import waiting_contexts
 from sagas.selectors.audit_trail import MAX_EVENTS, audit_event_to_dict, bounded_limit
@@ -17,7 +17,7 @@ from sagas.selectors.scope import tenant_saga
 def saga_timeline(*, actor: Principal, saga_id: object, limit: int | None = 1000) -> dict[str, Any]:
     """Steps, nodes, checkpoint names, approvals and audit events, without inputs, results, contract snapshots or
     checkpoint data, plus the chain's integrity. A waiting node's approval_context comes without its input preview."""
-    authorize(actor, "timeline")
+    authorize(actor, READ, "timeline")
     saga = tenant_saga(actor, saga_id)
     count = bounded_limit(limit, "limit", 1000, MAX_EVENTS)
     nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))

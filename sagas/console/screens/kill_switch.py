@@ -17,7 +17,7 @@ from django.urls import URLPattern, reverse
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import can
+from governance.identity.rbac import ADMIN, can
 from governance.kill_switch import kill_switch_engage, kill_switch_release
 from governance.models import KillSwitch
 from sagas.console.screens.base import ConsoleScreens
@@ -78,5 +78,5 @@ class KillSwitchScreens(ConsoleScreens):
         self, request: HttpRequest, principal: Principal, template: str, title: str, **extra: object
     ) -> TemplateResponse:
         # The buttons follow the role; governance.kill_switch checks again, so a forged POST is refused.
-        engage = can(principal, "kill_switch")
+        engage = can(principal, ADMIN)
         return self.page(request, f"admin/governance/killswitch/{template}", title, can_engage=engage, **extra)
