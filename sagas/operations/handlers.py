@@ -35,7 +35,6 @@ from sagas.operations.arguments import (
     TimelineArgs,
 )
 from sagas.selectors import shapes
-from sagas.selectors.approval_queue import approvals_pending
 
 # --- sagas --------------------------------------------------------------------------------------------------------
 
@@ -138,7 +137,7 @@ def reject(actor: Principal, a: RejectArgs) -> dict[str, Any]:
 
 
 def list_approvals(actor: Principal, a: ListApprovalsArgs) -> dict[str, Any]:
-    page = approvals_pending(actor=actor, limit=a.limit, cursor=a.cursor)
+    page = selectors.approvals_pending(actor=actor, limit=a.limit, cursor=a.cursor)
     return {"approvals": page.approvals, "next_cursor": page.next_cursor}
 
 

@@ -2,11 +2,13 @@
 never import the coordinator (the coordinator may import them).
 
 One module per subject: `scope` (parse an id, the actor's tenant's sagas), `sagas` (one saga, the saga list),
-`pages` (keyset cursors), `audit_trail` (audit events, chain verification), `timeline`, `approvals` (pending
-requests, binding approvals, what an approver judges), `preview_reports`, `policy` (governance status) and `shapes`
-(the result shapes agents see). The functions surfaces call are named here, as `sagas.coordinator` names its own.
+`pages` (keyset pages and their cursors), `audit_trail` (audit events, chain verification), `timeline`,
+`approvals` (pending requests, binding approvals, what an approver judges), `approval_queue` (the queue as keyset
+pages), `preview_reports`, `policy` (governance status) and `shapes` (the result shapes agents see). The functions
+surfaces call are named here, as `sagas.coordinator` names its own.
 """
 
+from sagas.selectors.approval_queue import ApprovalPage, approvals_pending
 from sagas.selectors.approvals import pending_approvals
 from sagas.selectors.audit_trail import audit_event_to_dict, saga_audit_events, saga_verify_audit
 from sagas.selectors.pages import decode_keyset_cursor, encode_keyset_cursor
@@ -16,7 +18,9 @@ from sagas.selectors.sagas import SagaPage, saga_get, saga_list
 from sagas.selectors.timeline import saga_timeline
 
 __all__ = [
+    "ApprovalPage",
     "SagaPage",
+    "approvals_pending",
     "audit_event_to_dict",
     "decode_keyset_cursor",
     "encode_keyset_cursor",

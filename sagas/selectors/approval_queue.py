@@ -6,15 +6,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q
-
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
-from sagas.errors import InvalidInput
 from sagas.models import Approval
 from sagas.selectors import shapes
 from sagas.selectors.approvals import ApprovalContext, approval_contexts, pending_approvals
-from sagas.selectors.pages import decode_keyset_cursor, encode_keyset_cursor
+from sagas.selectors.pages import keyset_page
 
 
 @dataclass(frozen=True)
@@ -31,26 +28,15 @@ def approvals_pending(*, actor: Principal, limit: int = 100, cursor: str | None 
     contract's risk, reversibility and compensation, why approval is required and the input digest it binds to.
     """
     authorize(actor, READ, "list_approvals")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
-        raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     # Served by approval_status_created_idx (pending approvals, oldest first).
     query = (
         pending_approvals(actor)
         .select_related("node__saga")
         .prefetch_related("node__approvals", "node__dependency_links")
     )
-    if cursor:
-        created, approval_id = decode_keyset_cursor(cursor, start="the oldest pending approval")
-        query = query.filter(Q(created_at__gt=created) | Q(created_at=created, id__gt=approval_id))
-    rows = list(query.order_by("created_at", "id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    contexts = approval_contexts(rows)
-    return ApprovalPage([_entry(a, contexts) for a in rows], next_cursor(rows, more))
-
-
-def next_cursor(rows: list[Approval], more: bool) -> str | None:
-    return encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None
+    page = keyset_page(query, limit=limit, cursor=cursor, newest_first=False, start="the oldest pending approval")
+    contexts = approval_contexts(page.rows)
+    return ApprovalPage([_entry(a, contexts) for a in page.rows], page.next_cursor)
 
 
 def _entry(approval: Approval, contexts: dict[uuid.UUID, ApprovalContext]) -> dict[str, Any]:

@@ -8,13 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import InvalidInput
 from sagas.models import Node, Saga, Step
-from sagas.selectors.pages import as_utc, decode_keyset_cursor, encode_keyset_cursor
+from sagas.selectors.pages import as_utc, keyset_page
 from sagas.selectors.scope import tenant_saga, tenant_sagas
 from sagas.states import SagaStatus
 
@@ -57,8 +57,6 @@ def saga_list(
     `action`, the sagas having a planned node or a journal step with that action id.
     """
     authorize(actor, READ, "list_sagas")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
-        raise InvalidInput(message=f"limit must be an integer from 1 to 500, got {limit!r}.")
     query = tenant_sagas(actor)
     if status is not None:
         if status not in SagaStatus.values:
@@ -76,10 +74,5 @@ def saga_list(
             Exists(Node.objects.filter(saga=OuterRef("pk"), action=action))
             | Exists(Step.objects.filter(saga=OuterRef("pk"), action=action))
         )
-    if cursor:
-        created, saga_id = decode_keyset_cursor(cursor, start="the newest saga")
-        query = query.filter(Q(created_at__lt=created) | Q(created_at=created, id__lt=saga_id))
-    rows = list(query.order_by("-created_at", "-id")[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return SagaPage(rows, encode_keyset_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+    page = keyset_page(query, limit=limit, cursor=cursor, newest_first=True, start="the newest saga")
+    return SagaPage(page.rows, page.next_cursor)
