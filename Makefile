@@ -65,6 +65,7 @@ lint:
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	bash .ci/grep-checks
+	$(BIN)/lint-imports --no-cache
 	DEBUG=true $(BIN)/mypy saga_project sagas registry governance audit
 
 test-sqlite:

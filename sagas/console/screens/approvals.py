@@ -1,5 +1,5 @@
 """The approval queue (/admin/sagas/saga/approvals/) and its confirmation page (approvals/decide/): approve or reject
-one node or several, then optionally run the sagas' ready nodes. Each decision is coordinator.node_approve as the
+one node or several, then optionally run the sagas' ready nodes. Each decision is the approve_saga_step operation as the
 operator; a refusal for one node is shown and the others are still decided.
 """
 
@@ -13,11 +13,12 @@ from django.urls import URLPattern, reverse
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from sagas import coordinator
 from sagas.console import queues
 from sagas.console.screens.base import SagaScreens
 from sagas.console.screens.saga_operations import run_ready
 from sagas.models import Node
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
 
 DECISIONS = ("approve", "reject")
 
@@ -67,9 +68,8 @@ class ApprovalScreens(SagaScreens):
         decided = []
         for node in nodes:
             try:
-                coordinator.node_approve(
-                    actor=principal, saga_id=node.saga_id, node_id=node.id, approved=approved, reason=reason
-                )
+                arguments = {"saga_id": str(node.saga_id), "node_id": str(node.id), "reason": reason}
+                invoke(OPERATIONS["approve_saga_step"], principal, {**arguments, "approved": approved})
             except ServiceError as error:
                 messages.error(request, f"Node {node.key or node.id}: {error.message}")
             else:

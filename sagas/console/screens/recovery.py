@@ -1,5 +1,5 @@
 """The recovery screen (/admin/sagas/saga/recovery/): every saga that needs an operator, why, and the actions valid
-for it; and the node retry it links to (<saga>/nodes/<node>/retry/), which is coordinator.node_retry, forced only
+for it; and the node retry it links to (<saga>/nodes/<node>/retry/), which is the retry_saga_step operation, forced only
 when the operator ticks that the uncertain outcome was reconciled. Saga-level recovery (roll back, retry
 compensation, resume rollback) is a saga operation (sagas.console.screens.saga).
 """
@@ -11,10 +11,11 @@ import uuid
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import URLPattern, reverse
 
-from sagas import coordinator
 from sagas.console import queues
 from sagas.console.screens.base import SagaScreens
 from sagas.console.screens.saga_operations import run_ready
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
 
 
 class RecoveryScreens(SagaScreens):
@@ -44,8 +45,9 @@ class RecoveryScreens(SagaScreens):
         force = request.POST.get("reconciled") == "on"
 
         def retry() -> str:
-            retried = coordinator.node_retry(actor=principal, saga_id=saga_id, node_id=node_id, force=force)
-            return f"Node {node.key or node.id} is {retried.status}."
+            arguments = {"saga_id": str(saga_id), "node_id": str(node_id), "force": force}
+            retried = invoke(OPERATIONS["retry_saga_step"], principal, arguments)
+            return f"Node {node.key or node.id} is {retried['status']}."
 
         if self.act(request, retry) and request.POST.get("run_ready"):
             self.act(request, lambda: run_ready(principal, saga_id))
