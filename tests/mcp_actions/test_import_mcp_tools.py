@@ -22,10 +22,13 @@ from tests.mcp_actions.conftest import DEMO_PATH, DemoWorld, context
 # tool -> (proposed reversibility, execution_policy.idempotent), from the demo server's honest annotations
 EXPECTED = {
     "get_contact": ("read_only", True),
+    "list_contacts": ("read_only", True),
     "create_contact": ("unknown", False),
     "update_contact": ("unknown", True),
     "delete_contact": ("unknown", True),
     "send_email": ("unknown", False),
+    "post_tweet": ("unknown", False),
+    "list_timeline": ("read_only", True),
     "transfer_funds": ("unknown", False),
     "get_call_log": ("read_only", True),
 }
@@ -76,9 +79,9 @@ def test_import_over_http_proposes_classes_from_annotations(crm: DemoWorld, tmp_
     }
     assert "s3cret-token" not in output.read_text(encoding="utf-8")
     # and progress went to stderr
-    assert f"Connecting to {crm.url}" in stderr and "demo-world 1.0.0" in stderr and "7 tool(s)" in stderr
+    assert f"Connecting to {crm.url}" in stderr and "demo-world 1.0.0" in stderr and f"{len(EXPECTED)} tool(s)" in stderr
     assert "demo-world.get_contact: read_only, idempotent (readOnlyHint)" in stderr
-    assert f"Wrote 7 draft contract(s) to {output}" in stderr
+    assert f"Wrote {len(EXPECTED)} draft contract(s) to {output}" in stderr
 
 
 def test_import_over_stdio_proposes_the_same_classes():
@@ -94,7 +97,7 @@ def test_import_over_stdio_proposes_the_same_classes():
         "command": sys.executable,
         "args": [str(DEMO_PATH)],
     }
-    assert "Wrote 7 draft contract(s) to stdout" in stderr
+    assert f"Wrote {len(EXPECTED)} draft contract(s) to stdout" in stderr
 
 
 @pytest.mark.django_db
@@ -105,7 +108,7 @@ def test_drafts_load_as_inactive_contracts(crm: DemoWorld, tmp_path: Path):
     # when load_actions reads it
     report = registry_load_file(output)
     # then every draft is registered but none can run before review
-    assert len(report.created) == 7
+    assert len(report.created) == len(EXPECTED)
     assert not ActionDefinition.objects.filter(active=True).exists()
 
 

@@ -21,7 +21,7 @@ from tests.distributed.workers import free_port
 from tests.proxy.agent import WAIT_SECONDS, Agent, connect, text, tool_names
 from tests.proxy.harness import DEMO, FAST, TINY, HttpDownstream, config_file, serve_proxy, stdio
 
-DEMO_TOOLS = 7
+DEMO_TOOLS = 10
 
 
 def _status(served_or_manager: DownstreamManager, server: str) -> DownstreamStatus:

@@ -164,10 +164,13 @@ def test_demo_world_is_classified_by_its_pack_annotations_names_and_rule():
     # then
     assert classes == {
         "get_contact": ("read", "annotation"),
+        "list_contacts": ("read", "annotation"),
         "create_contact": ("R", "declared_compensation"),
         "update_contact": ("R", "declared_compensation"),
         "delete_contact": ("R", "declared_compensation"),
         "send_email": ("C", "heuristic"),
+        "post_tweet": ("C", "heuristic"),
+        "list_timeline": ("read", "annotation"),
         "transfer_funds": ("I", "rule"),
         "get_call_log": ("read", "annotation"),
     }

@@ -20,10 +20,13 @@ from tests.proxy.harness import HttpDownstream, ServedProxy
 
 DEMO_TOOLS = [
     "get_contact",
+    "list_contacts",
     "create_contact",
     "update_contact",
     "delete_contact",
     "send_email",
+    "post_tweet",
+    "list_timeline",
     "transfer_funds",
     "get_call_log",
 ]
@@ -77,7 +80,7 @@ def test_instructions_are_passed_on_labelled_with_their_server(served: ServedPro
     instructions = asyncio.run(scenario())
 
     assert instructions == (
-        'Instructions from the MCP server "demo":\nA toy CRM, email outbox and bank.\n\n'
+        'Instructions from the MCP server "demo":\nA toy CRM, email outbox, tweet timeline and bank.\n\n'
         'Instructions from the MCP server "tiny":\nA tiny world for proxy tests.'
     )
 
