@@ -1,0 +1,130 @@
+"""`semantic-saga packs --config FILE`: the compensation packs a proxy configuration loads, and, per downstream
+server, the tools no pack covers (each with the class the proxy gives it, so the ones worth a pack stand out).
+
+The servers are connected as the proxy would connect them (one DownstreamManager each, so a name collision
+between two servers does not hide either's tools); a server that does not answer is reported as such, and the
+command then exits with status 1, because which of its tools lack a pack is not known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp.types as types
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from registry.packs import PackEntry
+from registry.tool_classes import classify
+from sagas.management.terminal import CLASS_STYLES, Paint, table
+from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
+from sagas.protocols.proxy.downstream import DownstreamManager, DownstreamStatus, Timing
+from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
+
+
+@dataclass(frozen=True)
+class ServerTools:
+    spec: ServerSpec
+    status: DownstreamStatus
+    tools: tuple[types.Tool, ...] | None  # None: the server did not answer
+
+
+async def list_server_tools(config: ProxyConfig, timing: Timing) -> list[ServerTools]:
+    """Every configured server's tools (or its status when down), in configuration order, all at once."""
+    found: dict[str, ServerTools] = {}
+
+    async def one(spec: ServerSpec) -> None:
+        manager = DownstreamManager(dataclasses.replace(config, servers=(spec,)), timing=timing)
+        async with manager.running():
+            listing = next(iter(manager.catalog.listings), None)
+            found[spec.name] = ServerTools(spec, manager.status()[0], listing.tools if listing else None)
+
+    async with anyio.create_task_group() as group:
+        for spec in config.servers:
+            group.start_soon(one, spec)
+    return [found[spec.name] for spec in config.servers]
+
+
+class Command(BaseCommand):
+    help = (
+        "List the compensation packs a proxy configuration loads and, per downstream server, the tools no pack "
+        "covers. Exits with status 1 when a server could not be listed."
+    )
+    requires_system_checks: list[str] = []  # reads a file and the downstreams; no database
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--config", required=True, help="The proxy configuration file (a sagaz.config.json works).")
+        parser.add_argument(
+            "--timeout", type=float, default=20.0, help="Seconds to wait for each server to connect and list (20)."
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            config = load_proxy_config(options["config"])
+        except ProxyConfigError as problem:
+            raise CommandError(problem.message) from None
+        timeout = options["timeout"]
+        timing = Timing(connect_timeout=timeout, list_timeout=timeout)
+        # The proxy logs each connection at INFO; here only a problem is news (the report says the rest).
+        logging.getLogger("sagas.protocols.proxy").setLevel(logging.WARNING)
+        servers = anyio.run(list_server_tools, config, timing)
+        paint = Paint.for_stream(self.stdout)
+        self.stdout.write(self._packs(config, paint))
+        for server in servers:
+            self.stdout.write("")
+            self.stdout.write(self._uncovered(config, server, paint))
+        if any(server.tools is None for server in servers):
+            sys.exit(1)
+
+    def _packs(self, config: ProxyConfig, paint: Paint) -> str:
+        packs = config.packs.packs
+        heading = paint(f"{len(packs)} compensation pack(s)", "bold") + f" loaded by {config.path}"
+        if not packs:
+            return f"{heading}\nNo pack declares an inverse: no proxied tool is R, and undo has nothing to run."
+        rows = [
+            [entry.pack, entry.tool, entry.server or "any", *_calls(entry, config.capture)]
+            for entry in config.packs.entries
+        ]
+        columns = [("pack", "<"), ("tool", "<"), ("server", "<"), ("capture", "<"), ("inverse", "<")]
+        return f"{heading}\n{table(columns, rows, paint)}"
+
+    def _uncovered(self, config: ProxyConfig, server: ServerTools, paint: Paint) -> str:
+        name = paint(server.spec.name, "bold")
+        if server.tools is None:
+            problem = server.status.problem or "it did not answer"
+            return (
+                f"{name}: {paint('DOWN', 'red')} ({problem}); its tools could not be listed, so which of them no pack "
+                "covers is not known. Start the server (or fix its entry) and run this again."
+            )
+        names = [tool.name for tool in server.tools]
+        uncovered = config.packs.uncovered(server.spec.name, names)
+        summary = f"{name}: {len(names)} tool(s), {len(names) - len(uncovered)} covered by a pack"
+        if not uncovered:
+            return f"{summary}; every tool has an inverse."
+        by_name = {tool.name: tool for tool in server.tools}
+        rows = []
+        for tool in uncovered:
+            annotations = by_name[tool].annotations
+            hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
+            found = classify(tool, server.spec.name, hints, config.rules, False)
+            rows.append([tool, found.effect_class, found.reason])
+        columns = [("no pack covers", "<"), ("class", "<"), ("why", "<")]
+        style = _class_style
+        return f"{summary}:\n{table(columns, rows, paint, style)}"
+
+
+def _calls(entry: PackEntry, capture_enabled: bool) -> list[str]:
+    """The capture and inverse columns; with `"capture": false` an entry that needs a capture is off (as in
+    PackSet.in_force)."""
+    capture = entry.capture.tool if entry.capture else "-"
+    in_force = capture_enabled or entry.capture is None
+    inverse = entry.inverse.tool if in_force else f"{entry.inverse.tool} (off: needs a capture, and capture is false)"
+    return [capture, inverse]
+
+
+def _class_style(column: int, cell: str) -> str | None:
+    return CLASS_STYLES.get(cell) if column == 1 else None
