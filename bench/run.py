@@ -45,6 +45,8 @@ class Plan:
     fanout_rounds: int = 1
     mcp_rounds: int = 2
     mcp_iterations: int = 30
+    proxy_rounds: int = 2
+    proxy_iterations: int = 30
     verify_events: int = 20_000
     recovery: tuple[bool, ...] = (False,)  # one trial per entry: idempotent contract or not
 
@@ -61,6 +63,8 @@ QUICK = Plan(
     fanout_rounds=1,
     mcp_rounds=2,
     mcp_iterations=15,
+    proxy_rounds=2,
+    proxy_iterations=30,
     verify_events=20_000,
     recovery=(False,),
 )
@@ -72,6 +76,8 @@ FULL = Plan(
     fanout_rounds=3,
     mcp_rounds=3,
     mcp_iterations=100,
+    proxy_rounds=3,
+    proxy_iterations=100,
     verify_events=100_000,
     recovery=(False, True, False, True),
 )
@@ -152,6 +158,11 @@ class Harness:
 
             progress("starting our server (semantic-saga serve) and a bare MCPServer on loopback")
             self.mcp_servers = (mcp_roundtrip.start_ours(self.children), mcp_roundtrip.start_bare(self.children))
+        if "proxy" not in self.skip:
+            from bench import proxy_roundtrip
+
+            progress("starting a no-op MCP downstream and semantic-saga serve with the proxy in front of it")
+            self.proxy_servers = proxy_roundtrip.start_both(self.children)
         progress("launching DBOS Transact (system database dbos_bench)")
         self.dbos = DbosBench()
         self.bare = BareInsert()
@@ -256,6 +267,15 @@ class Harness:
             ours.stop()
             bare.stop()
 
+    def proxy(self) -> None:
+        from bench import proxy_roundtrip
+
+        try:
+            samples = proxy_roundtrip.alternate(self.proxy_servers, self.plan.proxy_rounds, self.plan.proxy_iterations)
+            self.data.extra["proxy"] = samples
+        finally:
+            self.proxy_servers.stop()
+
     def recovery(self) -> None:
         from bench import recovery
 
@@ -320,6 +340,9 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
     mcp = data.extra.get("mcp", {"ours": [], "bare": []})
     mcp_ours = summarize(mcp["ours"])
     mcp_bare = summarize(mcp["bare"])
+    proxied_calls = data.extra.get("proxy", {"direct": [], "proxied": []})
+    direct = summarize(proxied_calls["direct"])
+    proxied = summarize(proxied_calls["proxied"])
     recovery = data.extra.get("recovery", {"trials": [], "lease_seconds": math.nan, "sweep_interval_seconds": 0})
     lease = float(recovery["lease_seconds"])
     sweep = float(recovery["sweep_interval_seconds"])
@@ -372,6 +395,13 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             paired_ratio(mcp_ours.round_medians, mcp_bare.round_medians),
             "<=",
             1.5,
+        ),
+        Target(
+            "no-op tool through the proxy / called directly, p50",
+            paired_ratio(proxied.round_medians, direct.round_medians),
+            "<=",
+            2.0,
+            "allow gate, one call per iteration",
         ),
     ]
     for kind, outcome in (("not idempotent", "escalated"), ("idempotent", "re-run via Celery")):
@@ -430,6 +460,13 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             f"{fmt(pair.get('statements'))} statements",
         ],
         [
+            "no-op MCP tool, direct vs through the proxy: p50 / p99",
+            f"{fmt(_ms(direct.p50))} / {fmt(_ms(direct.p99))} vs {fmt(_ms(proxied.p50))} / {fmt(_ms(proxied.p99))} ms",
+            "",
+            "",
+            "",
+        ],
+        [
             "hash chain per event / events per chained node",
             f"{fmt(audit.get('chain_seconds_per_event', math.nan) * 1e6)} us / {fmt(audit.get('events_per_node'))}",
             "",
@@ -465,7 +502,8 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             if s != "bare"
         },
         "mcp_ms": {"ours": mcp_ours.as_dict(1000), "bare": mcp_bare.as_dict(1000)},
-        **{k: v for k, v in data.extra.items() if k != "mcp"},
+        "proxy_ms": {"direct": direct.as_dict(1000), "proxied": proxied.as_dict(1000)},
+        **{k: v for k, v in data.extra.items() if k not in ("mcp", "proxy")},
     }
     return targets, rows, figures
 
@@ -528,7 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs", action="store_true", help="also rewrite the marked section of docs/benchmarks.md"
     )
-    parser.add_argument("--skip", default="", help="comma-separated phases to skip (fanout,mcp,audit,recovery)")
+    parser.add_argument(
+        "--skip", default="", help="comma-separated phases to skip (levels,fanout,mcp,proxy,audit,recovery)"
+    )
     parser.add_argument(
         "--from-json", type=Path, help="with --write-docs: take the table from a saved result instead of running"
     )
@@ -550,6 +590,7 @@ def main(argv: list[str] | None = None) -> int:
         ("statements", harness.statements),
         ("audit", harness.audit),
         ("mcp", harness.mcp),
+        ("proxy", harness.proxy),
         ("recovery", harness.recovery),
     ]
     errors: dict[str, str] = {}

@@ -5,15 +5,20 @@ No timing is asserted here: the suite itself runs with `make bench` / `make benc
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from bench import common
 from bench.common import Summary, Target
 from bench.profile_chain import classify
+from bench.proxy_roundtrip import proxy_config
 from bench.run import QUICK, Collected, RoundFigure, build_report, docs_section, render
 from bench.sagas_chain import chain_intervals
+from governance.policy.gates import gate_for
+from sagas.protocols.proxy.config import load_proxy_config
 
 
 def test_percentile_interpolates_between_ranks_like_numpy():
@@ -93,6 +98,7 @@ def test_report_and_table_from_synthetic_rounds():
         data.add("embedded", 64, RoundFigure(270.0, []))
     data.extra["audit_chain"] = {"events_per_node": 4.0, "chain_seconds_per_event": 0.00002}
     data.extra["mcp"] = {"ours": [[0.03, 0.03]], "bare": [[0.02, 0.02]]}
+    data.extra["proxy"] = {"direct": [[0.002, 0.002], [0.003, 0.003]], "proxied": [[0.005, 0.005], [0.005, 0.005]]}
     data.extra["recovery"] = {
         "lease_seconds": 5,
         "sweep_interval_seconds": 1.0,
@@ -108,6 +114,9 @@ def test_report_and_table_from_synthetic_rounds():
     assert by_name["hash chain share of a chained step (estimate)"].value == pytest.approx(0.04)
     assert by_name["steps/s @64 / @4 sagas (embedded)"].value == pytest.approx(0.9)
     assert by_name["MCP begin+execute / bare MCPServer 2 calls"].value == pytest.approx(1.5)
+    proxied = by_name["no-op tool through the proxy / called directly, p50"]
+    assert proxied.value == pytest.approx((2.5 + 5 / 3) / 2) and proxied.verdict == "MISS"
+    assert figures["proxy_ms"]["proxied"]["p50"] == pytest.approx(5.0)
     assert by_name["recovery: SIGKILL -> escalated, / lease"].verdict == "PASS"
     assert by_name["recovery: SIGKILL -> re-run via Celery, / lease"].verdict == "MISS"
     assert figures["per_second"]["embedded"]["64"] == 270.0
@@ -124,6 +133,14 @@ def test_report_and_table_from_synthetic_rounds():
     }
     section = docs_section(table, meta)
     assert section.startswith("Last run: 2026-01-01") and table in section
+
+
+def test_the_proxy_bench_configuration_loads_and_allows_the_noop(tmp_path: Path):
+    path = tmp_path / "bench-proxy.json"
+    path.write_text(json.dumps(proxy_config("http://127.0.0.1:9/mcp")))
+    config = load_proxy_config(path)
+    assert [server.url for server in config.servers] == ["http://127.0.0.1:9/mcp"]
+    assert gate_for("unknown", "noop", "bench", "bench", "", config.gates).action == "allow"
 
 
 def test_summary_dataclass_defaults():
