@@ -101,6 +101,8 @@ class EventType(models.TextChoices):
     APPROVAL_EXPIRED = "APPROVAL_EXPIRED"
     # Preview sagas: a step evaluated without its side effect, and a preview promoted to a real saga.
     STEP_DRY = "STEP_DRY"
+    # Proxied calls (the MCP proxy): a call journaled and refused by a gate, policy, the kill switch or a person.
+    STEP_REFUSED = "STEP_REFUSED"
     SAGA_PROMOTED = "SAGA_PROMOTED"
     # Control-plane chains (audit.control_plane): operator changes, not saga work.
     KILL_SWITCH_ENGAGED = "KILL_SWITCH_ENGAGED"

@@ -47,6 +47,8 @@ class StepStatus(models.TextChoices):
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
     # Preview sagas only: journaled with its would-be request and verdict; the action was never called.
     DRY = "DRY"
+    # Proxied calls only: journaled and refused by a gate, policy, the kill switch or a person; never sent.
+    REFUSED = "REFUSED"
 
 
 class ApprovalStatus(models.TextChoices):
@@ -121,6 +123,8 @@ STEP_TRANSITIONS: dict[str, frozenset[str]] = {
     StepStatus.COMPENSATED: frozenset(),
     # A dry step is created DRY and stays so: nothing ran, so there is nothing to complete or compensate.
     StepStatus.DRY: frozenset(),
+    # A refused proxied call is created REFUSED and stays so: it was never sent.
+    StepStatus.REFUSED: frozenset(),
 }
 
 APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
@@ -133,7 +137,7 @@ APPROVAL_TRANSITIONS: dict[str, frozenset[str]] = {
 
 TERMINAL_SAGA = frozenset({SagaStatus.COMMITTED, SagaStatus.ROLLED_BACK})
 TERMINAL_NODE = frozenset({NodeStatus.COMPENSATED, NodeStatus.DRY})
-TERMINAL_STEP = frozenset({StepStatus.COMPENSATED, StepStatus.DRY})
+TERMINAL_STEP = frozenset({StepStatus.COMPENSATED, StepStatus.DRY, StepStatus.REFUSED})
 TERMINAL_APPROVAL = frozenset({ApprovalStatus.APPROVED, ApprovalStatus.REJECTED, ApprovalStatus.EXPIRED})
 
 # Forward work (execute, plan, run) needs ACTIVE; approve, retry and checkpoint also work while an operator recovers.

@@ -17,28 +17,39 @@ Invariants and the tests that pin them:
 - commit only with every planned node COMPLETED (test_commit.py); state survives a restart (test_restart.py);
 - a nudge decides nothing: nodes are claimed with a fenced compare-and-set under the saga lock, and a write whose
   fence no longer matches is refused and audited (test_fencing.py, tests/distributed/test_crash_recovery.py);
+- a proxied tools/call is journaled before it is forwarded, refused calls are REFUSED steps, held calls are nodes
+  the executor never claims (tests/proxy/test_journaled_calls.py, test_held_calls.py, test_proxy_crash.py);
 - `max_parallel` bounds a saga's attempts in flight across all workers (tests/distributed/test_execution_modes.py);
 - an expired lease gets exactly its contract's outcome (re-run if idempotent, else compensate or escalate), and
   two sweepers never handle one saga twice (tests/distributed/test_crash_recovery.py, test_concurrency.py).
 """
 
+from sagas.coordinator._proxied_journal import Begun
 from sagas.coordinator.approvals import node_approve
+from sagas.coordinator.held_calls import proxied_call_release, proxied_call_withdraw
 from sagas.coordinator.immediate_steps import saga_step_execute
 from sagas.coordinator.node_attempts import node_execute
 from sagas.coordinator.nodes import node_plan, node_retry
 from sagas.coordinator.previews import saga_promote
+from sagas.coordinator.proxied_calls import proxied_call_begin, proxied_call_finish, proxy_session_open
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
 from sagas.coordinator.runs import RunReport, saga_run_ready
 from sagas.coordinator.sagas import saga_begin, saga_checkpoint, saga_commit
 
 __all__ = [
+    "Begun",
     "RecoveryReport",
     "RunReport",
     "node_approve",
     "node_execute",
     "node_plan",
     "node_retry",
+    "proxied_call_begin",
+    "proxied_call_finish",
+    "proxied_call_release",
+    "proxied_call_withdraw",
+    "proxy_session_open",
     "saga_begin",
     "saga_checkpoint",
     "saga_commit",

@@ -22,6 +22,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _graph, _policy
 from sagas.coordinator._guards import find_node, require_status
+from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node
@@ -31,13 +32,14 @@ from sagas.states import RECOVERABLE_SAGA_STATES, ApprovalStatus, NodeStatus, Sa
 MAX_REASON_CHARS = 4000
 
 
-def request_approval(tx: Tx, node: Node, requested_by: str) -> Approval:
+def request_approval(tx: Tx, node: Node, requested_by: str, *, expires_in: float | None = None) -> Approval:
     """A PENDING approval for `node`, bound to its contract hash and input digest. Audit APPROVAL_REQUESTED.
 
-    `requested_by` says why: `contract`, `caller`, `policy:<rule ids>` or `retry` (sagas.selectors.approvals reads
-    these back for the approver).
+    `requested_by` says why: `contract`, `caller`, `policy:<rule ids>`, `retry` or `proxy:<gate source>`
+    (sagas.selectors.approvals reads these back for the approver). `expires_in` (seconds) overrides the configured
+    time to live (a proxied call's confirm timeout).
     """
-    ttl = settings.SAGA_APPROVAL_TTL_SECONDS
+    ttl = settings.SAGA_APPROVAL_TTL_SECONDS if expires_in is None else expires_in
     approval = Approval.objects.create(
         node=node,
         requested_by=requested_by,
@@ -154,5 +156,6 @@ def _reject(tx: Tx, node: Node, *, code: str = "APPROVAL_REJECTED", why: str = "
     }
     tx.transition(node, NodeStatus.REJECTED, error=error)
     _graph.block_dependants(tx, node, "a dependency's approval was rejected")
-    if tx.saga.status == SagaStatus.ACTIVE:
+    # A denied proxied call is answered to its agent and the session goes on; a planned node's saga waits.
+    if tx.saga.status == SagaStatus.ACTIVE and not is_proxied_action(tx.saga, node.action):
         tx.transition(tx.saga, SagaStatus.RECOVERY_REQUIRED, event=E.RECOVERY_REQUIRED, error=error)

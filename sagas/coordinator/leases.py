@@ -103,6 +103,16 @@ class _Keeper:
 _keeper = _Keeper()
 
 
+def keep_alive(ref: LeaseRef) -> int:
+    """Renew `ref`'s lease from now until `let_go(handle)`: for work whose call runs on an event loop rather than in
+    this thread (a proxied tools/call, sagas.coordinator.proxied_calls). A process that dies stops renewing."""
+    return _keeper.add(ref)
+
+
+def let_go(handle: int) -> None:
+    _keeper.remove(handle)
+
+
 @contextmanager
 def heartbeat(ref: LeaseRef) -> Iterator[None]:
     """Keep `ref`'s lease alive for the duration of the block."""

@@ -23,6 +23,7 @@ from governance.identity.principal import Principal, system_principal
 from sagas import executor
 from sagas.coordinator import _actions, _graph, _policy, nudges
 from sagas.coordinator._attempts import Claim, apply_failure_mode, new_step, perform, prior_receipt, record_outcome
+from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._ready_queries import executing_count, ready_within_capacity
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
@@ -103,6 +104,8 @@ def _run_actor(saga: Saga) -> Principal:
 
 
 def _claim_node(tx: Tx, node: Node) -> Claim | None:
+    if is_proxied_action(tx.saga, node.action):
+        return None  # a held proxied call: its proxy forwards it once approved (sagas.coordinator.held_calls)
     try:
         pinned = _actions.pinned_version(node.action, node.action_version, node.action_definition_hash)
         _check_approval(node)

@@ -12,6 +12,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _actions, _graph, _policy
 from sagas.coordinator._guards import find_node, require_status
+from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.errors import InvalidInput, InvalidTransition, SagaError
@@ -135,6 +136,13 @@ def node_retry(*, actor: Principal, saga_id: object, node_id: object, force: boo
     with locked_saga(saga_id, actor) as tx:
         require_status(tx, RECOVERABLE_SAGA_STATES, "retry")
         node = find_node(tx, node_id)
+        if is_proxied_action(tx.saga, node.action):
+            raise InvalidTransition(
+                "PROXIED_CALL_NOT_RETRYABLE",
+                f"Node {node.key or node.id} is a call an agent made through the MCP proxy; only that agent can make "
+                "it again (the proxy never re-sends a call). Nothing was changed. Roll the session back, or let the "
+                "agent call the tool again.",
+            )
         if node.status not in RETRYABLE_NODE_STATES:
             raise InvalidTransition(
                 "NODE_NOT_RETRYABLE",

@@ -6,11 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.db.models import Q
+
 from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _policy, gates
+from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
@@ -19,6 +22,8 @@ from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaStatus, StepSt
 # Caller metadata and checkpoint data are stored as given; a bound keeps one agent from bloating the database.
 MAX_METADATA_BYTES = 64 * 1024
 MAX_CHECKPOINT_BYTES = 1024 * 1024
+# Held proxied calls still waiting or running: they keep a proxy session from committing.
+OPEN_PROXIED_NODE_STATES = (NodeStatus.WAITING_APPROVAL, NodeStatus.READY, NodeStatus.EXECUTING)
 
 
 def _require_json_object(value: Any, name: str, limit: int) -> dict[str, Any]:
@@ -75,6 +80,13 @@ def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[
     return checkpoint
 
 
+def _unfinished_steps(saga: Saga) -> int:
+    if is_proxy_session(saga):
+        # Refused and tool-error calls changed nothing; a call in flight or with an unknown outcome may have.
+        return saga.steps.filter(Q(status=StepStatus.EXECUTING) | Q(uncertain_outcome=True)).count()
+    return saga.steps.filter(node__isnull=True).exclude(status=StepStatus.COMPLETED).count()
+
+
 def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
     """Commit an ACTIVE saga whose planned nodes and immediate steps all COMPLETED.
 
@@ -95,9 +107,11 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 f"Saga {saga.id} is {saga.status} and cannot be committed; only ACTIVE sagas commit. "
                 "Nothing was changed.",
             )
-        unfinished = list(
-            saga.nodes.exclude(status=NodeStatus.COMPLETED).order_by("position").values_list("id", "key", "status")
-        )
+        nodes = saga.nodes.exclude(status=NodeStatus.COMPLETED)
+        if is_proxy_session(saga):
+            # A proxied call that was refused, denied or failed with a known outcome leaves nothing open.
+            nodes = nodes.filter(status__in=OPEN_PROXIED_NODE_STATES)
+        unfinished = list(nodes.order_by("position").values_list("id", "key", "status"))
         if unfinished:
             listed = ", ".join(f"{key or node_id} ({status})" for node_id, key, status in unfinished[:20])
             raise InvalidTransition(
@@ -106,7 +120,7 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 "committed. Run ready steps, approve or retry them, or roll the saga back.",
                 nodes=[{"id": str(n), "key": k, "status": s} for n, k, s in unfinished],
             )
-        bad_steps = saga.steps.filter(node__isnull=True).exclude(status=StepStatus.COMPLETED).count()
+        bad_steps = _unfinished_steps(saga)
         if bad_steps:
             raise InvalidTransition(
                 "UNFINISHED_STEPS",

@@ -17,6 +17,7 @@ from sagas.operations import buttons
 from sagas.operations import handlers as do
 from sagas.operations import schemas as out
 from sagas.operations.operation import READ, Button, Hints, Operation, Route
+from sagas.operations.proxied import PROXY_OPERATIONS
 
 R, X = Capability.READ, Capability.EXECUTE
 SAGA = "sagas/<str:saga_id>/"
@@ -380,6 +381,9 @@ TABLE: list[Operation[Any]] = [
         a2a=False,
     ),
 ]
+
+# Surface-less: the MCP proxy's journal of every tools/call (sagas.operations.proxied).
+TABLE += PROXY_OPERATIONS
 
 OPERATIONS: dict[str, Operation[Any]] = {op.name: op for op in TABLE}
 MCP_TOOLS: dict[str, Operation[Any]] = {op.name: op for op in TABLE if op.mcp}

@@ -1,0 +1,77 @@
+"""What the proxied-call functions share: the answer the proxy acts on (`Begun`), the REFUSED step of a call that
+is not sent, and the facts said to the agent and to the audit chain."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from audit.models import EventType as E
+from sagas.coordinator._actions import Pinned
+from sagas.coordinator._tx import Tx
+from sagas.models import Node, Step
+from sagas.states import StepStatus
+
+# Leases this process keeps alive while a proxied call is out on the proxy's event loop, by step id.
+KEPT_LEASES: dict[uuid.UUID, int] = {}
+
+
+@dataclass(frozen=True)
+class Begun:
+    """What the proxy does next with a call, and the facts it tells the agent (`_meta`) when it does not run."""
+
+    outcome: str  # "forward" | "held" | "dry" | "refused"
+    saga_id: str
+    step_id: str = ""
+    node_id: str = ""
+    fence: int = 0
+    code: str = ""  # why it was refused: GATE_BLOCKED, POLICY_DENIED, KILL_SWITCH_ENGAGED, ...
+    reason: str = ""
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def refuse(
+    tx: Tx,
+    pinned: Pinned,
+    arguments: dict[str, Any],
+    *,
+    code: str,
+    reason: str,
+    facts: dict[str, Any],
+    node: Node | None = None,
+) -> Begun:
+    """Journal a call that is not sent: a REFUSED step (linked to its held node, if any). Audit STEP_REFUSED."""
+    step = Step(
+        saga=tx.saga,
+        sequence=tx.saga.next_sequence,
+        node=node,
+        action=pinned.action,
+        action_version=pinned.version,
+        action_definition_hash=pinned.definition_hash,
+        action_definition=pinned.definition,
+        input=arguments,
+        status=StepStatus.REFUSED,
+        attempts=0,
+        error={"code": code, "message": reason, "uncertain": False, "sent": False},
+    )
+    step.save(force_insert=True)
+    tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
+    if node is not None:
+        tx.update(node, step=step)
+    tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit_facts(facts)})
+    return Begun(
+        "refused", str(tx.saga.id), step_id=str(step.id), node_id=str(node.id) if node else "", code=code,
+        reason=reason, facts=facts,
+    )  # fmt: skip
+
+
+def gate_facts(call: dict[str, Any]) -> dict[str, Any]:
+    """The gate facts an agent's client sees in `_meta` when its call does not run as asked."""
+    keys = ("server", "tool", "class", "class_source", "gate", "gate_source", "gate_reason")
+    return {key: call.get(key, "") for key in keys}
+
+
+def audit_facts(call: dict[str, Any]) -> dict[str, Any]:
+    """Payload-free facts for the audit chain (no arguments, no results)."""
+    return {key: call[key] for key in ("server", "tool", "class", "class_source", "gate") if key in call}

@@ -1,0 +1,172 @@
+"""Held proxied calls: a call whose gate is `confirm` (or that tenant policy sends for approval) waits for a person.
+
+The call becomes a node of its session's saga, WAITING_APPROVAL with a PENDING approval in the same queue operators
+already use (console, REST list_approvals, approve_saga_step, `semantic-saga approve`), bound to the snapshot's hash
+(which pins the tool definition hash) and the digest of the exact arguments, and expiring at the confirm timeout.
+The executor never claims such a node (sagas.coordinator.node_attempts): the proxy holding the agent's request does.
+
+    approved (node READY)        -> proxied_call_release: node EXECUTING and its step EXECUTING (write-ahead), forward
+    denied by an operator        -> node REJECTED (the session stays ACTIVE), then proxied_call_withdraw: step REFUSED
+    confirm timeout              -> proxied_call_withdraw(why="timeout"): approval EXPIRED, node REJECTED, step REFUSED
+    client disconnected          -> proxied_call_withdraw(why="disconnected"): approval REJECTED, node REJECTED, step
+                                    REFUSED; a later approve is refused (NODE_NOT_WAITING_APPROVAL)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from audit.models import EventType as E
+from governance.identity.principal import Principal
+from governance.identity.rbac import EXECUTE, authorize
+from sagas.coordinator import _policy
+from sagas.coordinator._actions import Pinned
+from sagas.coordinator._attempts import new_step
+from sagas.coordinator._guards import find_node
+from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, audit_facts, gate_facts, refuse
+from sagas.coordinator._proxy_contract import is_proxied_action, snapshot
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator.approvals import request_approval
+from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, worker_id
+from sagas.errors import InvalidInput, InvalidTransition
+from sagas.models import Approval, Node
+from sagas.selectors.approvals import input_digest
+from sagas.states import ApprovalStatus, NodeStatus, StepStatus
+
+WHY = {
+    "timeout": "nobody approved it within the confirm timeout, so it counts as denied",
+    "disconnected": "the client disconnected while it waited, which cancels it",
+}
+
+
+def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], *, requested_by: str) -> Begun:
+    """The held form of a call: a WAITING_APPROVAL node and its PENDING approval. Audit NODE_PLANNED,
+    APPROVAL_REQUESTED."""
+    node = Node(
+        saga=tx.saga,
+        key=f"proxy-call-{tx.saga.next_position}",
+        position=tx.saga.next_position,
+        action=pinned.action,
+        action_version=pinned.version,
+        action_definition_hash=pinned.definition_hash,
+        input=arguments,
+        status=NodeStatus.WAITING_APPROVAL,
+        approval_required=True,
+    )
+    node.save(force_insert=True)
+    tx.update(tx.saga, next_position=tx.saga.next_position + 1)
+    tx.record(E.NODE_PLANNED, node=node, status=node.status, data={"key": node.key, **audit_facts(call)})
+    timeout = float(call.get("confirm_timeout_seconds") or 120.0)
+    approval = request_approval(tx, node, requested_by, expires_in=timeout)
+    facts = {**gate_facts(call), "approval_id": str(approval.id), "call_id": str(node.id)}
+    return Begun("held", str(tx.saga.id), node_id=str(node.id), facts=facts)
+
+
+def proxied_call_release(
+    *, actor: Principal, saga_id: object, node_id: object, call: dict[str, Any], arguments: dict[str, Any]
+) -> Begun:
+    """Start an approved held call: the node READY after its approval becomes EXECUTING under a fresh lease, with its
+    step EXECUTING, before the proxy forwards it. The approval must bind this snapshot and these exact arguments.
+    A kill switch engaged meanwhile refuses it (step REFUSED, node FAILED). Audit STEP_STARTED."""
+    authorize(actor, EXECUTE, "execute")
+    pinned = snapshot(call)
+    with locked_saga(saga_id, actor) as tx:
+        node = _held_node(tx, node_id)
+        if node.status != NodeStatus.READY:
+            raise InvalidTransition(
+                "PROXIED_CALL_NOT_APPROVED",
+                f"The held call {node.id} is {node.status}, not approved; nothing was sent.",
+            )
+        if not _binds(node, pinned, arguments):
+            return _end(tx, node, pinned, arguments, call, "APPROVAL_NOT_BINDING", "its approval binds another call")
+        if stop := _policy.kill_switch_stop(tx, f"calling {call['tool']} on {call['server']}", node):
+            return _end(tx, node, pinned, arguments, call, "KILL_SWITCH_ENGAGED", stop.message)
+        fence = node.fence_token + 1
+        tx.transition(
+            node,
+            NodeStatus.EXECUTING,
+            fence_token=fence,
+            attempts=1,
+            lease_owner=worker_id(),
+            lease_expires_at=lease_deadline(),
+        )
+        step = new_step(tx, pinned, arguments, node, fence)
+        tx.update(node, step=step)
+        tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit_facts(call)})
+    begun = Begun("forward", str(tx.saga.id), step_id=str(step.id), node_id=str(node.id), fence=fence)
+    KEPT_LEASES[step.id] = keep_alive(LeaseRef(Node, node.id, fence))
+    return begun
+
+
+def proxied_call_withdraw(
+    *, actor: Principal, saga_id: object, node_id: object, why: str, call: dict[str, Any], arguments: dict[str, Any]
+) -> Begun:
+    """Journal a held call that will not be sent: denied by an operator (`why="denied"`, the node already
+    REJECTED), timed out (`"timeout"`: approval EXPIRED) or cancelled by its client's disconnect
+    (`"disconnected"`: approval REJECTED by the system). The node ends REJECTED and its step REFUSED."""
+    authorize(actor, EXECUTE, "execute")
+    if why not in ("denied", *WHY):
+        raise InvalidInput(message="why must be denied, timeout or disconnected.")
+    pinned = snapshot(call)
+    with locked_saga(saga_id, actor) as tx:
+        node = _held_node(tx, node_id)
+        if node.step_id is not None:  # already journaled (a second withdraw, or it ran): nothing more to say
+            return Begun("refused", str(tx.saga.id), step_id=str(node.step_id), node_id=str(node.id))
+        pending = node.approvals.filter(status=ApprovalStatus.PENDING).first()
+        if pending is not None and node.status == NodeStatus.WAITING_APPROVAL:
+            _close(tx, node, pending, why)
+        code, reason = _refusal(node, why)
+        return _end(tx, node, pinned, arguments, call, code, reason)
+
+
+def _close(tx: Tx, node: Node, approval: Approval, why: str) -> None:
+    if why == "timeout":
+        tx.transition(approval, ApprovalStatus.EXPIRED, event=E.APPROVAL_EXPIRED, decided_at=timezone.now())
+    else:
+        tx.transition(
+            approval,
+            ApprovalStatus.REJECTED,
+            event=E.APPROVAL_REJECTED,
+            decided_by="system:proxy",
+            reason=WHY.get(why, why),
+            decided_at=timezone.now(),
+        )
+    error = {"code": f"PROXIED_CALL_{why.upper()}", "message": WHY.get(why, why), "node_id": str(node.id)}
+    tx.transition(node, NodeStatus.REJECTED, error=error)
+
+
+def _refusal(node: Node, why: str) -> tuple[str, str]:
+    if why in WHY:
+        return f"CONFIRM_{'TIMEOUT' if why == 'timeout' else 'CANCELLED'}", WHY[why]
+    decided = node.approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at").first()
+    if decided is not None and decided.status == ApprovalStatus.EXPIRED:
+        return "CONFIRM_TIMEOUT", WHY["timeout"]
+    by = decided.decided_by if decided is not None else "an operator"
+    return "CONFIRM_DENIED", f"{by} denied it"
+
+
+def _end(
+    tx: Tx, node: Node, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], code: str, reason: str
+) -> Begun:
+    if node.status == NodeStatus.READY:
+        tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error={"code": code, "message": reason})
+    facts = {**gate_facts(call), "call_id": str(node.id)}
+    return refuse(tx, pinned, arguments, code=code, reason=reason, facts=facts, node=node)
+
+
+def _held_node(tx: Tx, node_id: object) -> Node:
+    node = find_node(tx, node_id)
+    if not is_proxied_action(tx.saga, node.action):
+        raise InvalidInput(message=f"Node {node.key or node.id} is not a held proxied call.")
+    return node
+
+
+def _binds(node: Node, pinned: Pinned, arguments: dict[str, Any]) -> bool:
+    approval = node.approvals.filter(status=ApprovalStatus.APPROVED).order_by("-decided_at").first()
+    return (
+        approval is not None
+        and approval.definition_hash == pinned.definition_hash == node.action_definition_hash
+        and approval.input_digest == input_digest(arguments)
+    )

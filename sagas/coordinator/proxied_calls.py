@@ -1,0 +1,204 @@
+"""Proxied calls: every tools/call an agent makes through the MCP proxy is a journaled step of its session's saga.
+
+A client session is a saga whose `metadata.proxy` says so (`proxy_session_open`). A call is begun
+(`proxied_call_begin`) in one transaction that decides, in this order, and journals what it decided:
+
+    kill switch engaged          -> step REFUSED                      (nothing sent)
+    preview session, not a read  -> step DRY, with the would-be gate  (nothing sent)
+    gate block or hide           -> step REFUSED
+    tenant policy denies         -> step REFUSED
+    gate confirm, or policy requires approval -> a held node (sagas.coordinator.held_calls)
+    otherwise                    -> step EXECUTING under a lease, before anything is sent (write-ahead)
+
+The proxy then forwards the call on its event loop with the step id as the idempotency key, while this process keeps
+the lease alive, and records the outcome (`proxied_call_finish`): COMPLETED with the downstream result (secrets
+scrubbed by the proxy, truncated past maxResultBytes with the original size kept) and the duration; FAILED for an
+isError answer, a call that could not be sent, or one whose answer was lost (then `uncertain_outcome`). No failure
+mode is applied: the agent is answered and the session goes on. A proxy that dies mid-call stops renewing the lease
+and the recovery sweep fails the step as uncertain and pauses the session (failure_mode pause in the snapshot).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from audit.models import EventType as E
+from governance.identity.principal import Principal
+from governance.identity.rbac import EXECUTE, authorize
+from sagas.coordinator import _policy
+from sagas.coordinator._actions import Pinned
+from sagas.coordinator._attempts import new_step
+from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, audit_facts, gate_facts, refuse
+from sagas.coordinator._proxy_contract import SESSION_KEY, is_proxy_session, snapshot
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator.held_calls import hold
+from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
+from sagas.coordinator.previews import dry_execute
+from sagas.coordinator.sagas import saga_begin
+from sagas.errors import InvalidInput, InvalidTransition, NotFound
+from sagas.models import Node, Saga, Step
+from sagas.states import NodeStatus, SagaStatus, StepStatus
+
+
+def proxy_session_open(*, actor: Principal, session: dict[str, Any], preview: bool = False) -> Saga:
+    """Begin the saga of one client session: `metadata.proxy` holds `session` (client name and version, protocol
+    version, era, config path, connection key), `preview` makes it a dry-run session. Audit SAGA_STARTED."""
+    authorize(actor, EXECUTE, "begin")
+    return saga_begin(actor=actor, metadata={SESSION_KEY: session}, preview=preview)
+
+
+def proxied_call_begin(*, actor: Principal, saga_id: object, call: dict[str, Any], arguments: dict[str, Any]) -> Begun:
+    """Journal one proxied call and decide what happens to it (the table in the module docstring).
+
+    `call` holds the downstream tool's facts the proxy computed (sagas.coordinator._proxy_contract documents them).
+    Errors: PROXY_SESSION_NOT_ACTIVE (the session was committed, rolled back or waits for an operator),
+    PROXIED_CONTRACT_INVALID, INVALID_INPUT.
+    """
+    authorize(actor, EXECUTE, "execute")
+    pinned = snapshot(call)
+    with locked_saga(saga_id, actor) as tx:
+        _require_live_session(tx)
+        begun = _decide(tx, pinned, call, arguments)
+    if begun.outcome == "forward":
+        KEPT_LEASES[uuid.UUID(begun.step_id)] = keep_alive(LeaseRef(Step, uuid.UUID(begun.step_id), begun.fence))
+    return begun
+
+
+def _decide(tx: Tx, pinned: Pinned, call: dict[str, Any], arguments: dict[str, Any]) -> Begun:
+    gate = str(call.get("gate", "allow"))
+    if stop := _policy.kill_switch_stop(tx, f"calling {call['tool']} on {call['server']}"):
+        return refuse(tx, pinned, arguments, code="KILL_SWITCH_ENGAGED", reason=stop.message, facts=gate_facts(call))
+    if tx.saga.preview and call.get("class") != "read":
+        return _dry(tx, pinned, arguments, call)
+    if gate in ("block", "hide"):
+        reason = f"the proxy's gate for it is {gate} ({call.get('gate_reason', '')})"
+        return refuse(tx, pinned, arguments, code="GATE_BLOCKED", reason=reason, facts=gate_facts(call))
+    decision = _policy.decide(tx, "execute", pinned, as_evaluated=True)
+    if decision.effect == "deny":
+        error = _policy.refusal(decision, f"calling {call['tool']} on {call['server']}")
+        facts = {**gate_facts(call), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
+        return refuse(tx, pinned, arguments, code=error.code, reason=error.message, facts=facts)
+    if gate == "confirm" or decision.effect == "require_approval":
+        source = "proxy:" + (str(call.get("gate_source", "")) if gate == "confirm" else "policy")
+        return hold(tx, pinned, arguments, call, requested_by=source)
+    step = new_step(tx, pinned, arguments, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
+    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit_facts(call)})
+    return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=gate_facts(call))
+
+
+def proxied_call_finish(
+    *, actor: Principal, saga_id: object, step_id: object, fence: int, outcome: dict[str, Any]
+) -> Step:
+    """Record what the forwarded call did, if this process still owns it (else STALE_WRITE_REFUSED, unchanged).
+
+    `outcome`: {"kind": "answered" | "not_sent" | "lost", "result": <the CallToolResult as JSON, secrets
+    scrubbed>, "is_error": bool, "reason": str, "duration_ms": float, "max_result_bytes": int}.
+    Effects: step (and the held call's node) COMPLETED or FAILED; audit STEP_COMPLETED or STEP_FAILED.
+    """
+    authorize(actor, EXECUTE, "execute")
+    step_pk = _uuid(step_id)
+    handle = KEPT_LEASES.pop(step_pk, None)
+    try:
+        with locked_saga(saga_id, actor) as tx:
+            step = Step.objects.filter(pk=step_pk, saga=tx.saga).select_related("node").first()
+            if step is None:
+                raise NotFound("STEP_NOT_FOUND", f"Step {step_id} is not a step of saga {tx.saga.id}.")
+            if _still_ours(tx, step, fence):
+                _record(tx, step, outcome)
+    finally:
+        if handle is not None:
+            let_go(handle)
+    return step
+
+
+def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any]) -> Begun:
+    """A preview session's mutation: journaled DRY with what policy and the gate would have done."""
+    step = dry_execute(tx, pinned, arguments)
+    gate = str(call.get("gate", "allow"))
+    would = {"allow": "would run", "confirm": "would wait for approval", "block": "would be blocked by the gate"}
+    result = dict(step.result or {})
+    if result.get("outside_preview") == "would run" and gate != "allow":
+        result.update(outside_preview=would.get(gate, "would be blocked by the gate"), why=call.get("gate_reason", ""))
+    result["proxy"] = {"class": call.get("class"), "class_source": call.get("class_source"), "would_gate": gate}
+    tx.update(step, result=result)
+    return Begun(
+        "dry", str(tx.saga.id), step_id=str(step.id), reason=str(result["outside_preview"]), facts=gate_facts(call)
+    )
+
+
+def _record(tx: Tx, step: Step, outcome: dict[str, Any]) -> None:
+    envelope, size, truncated = _envelope(step, outcome)
+    kind = outcome.get("kind")
+    release = {"lease_owner": "", "lease_expires_at": None}
+    node = step.node
+    if kind == "answered" and not outcome.get("is_error"):
+        tx.transition(step, StepStatus.COMPLETED, event=E.STEP_COMPLETED, result=envelope, error=None, **release)
+        if node is not None:
+            tx.transition(node, NodeStatus.COMPLETED, event=E.NODE_COMPLETED, result=None, **release)
+        return
+    uncertain = kind == "lost"
+    code = {"answered": "TOOL_ERROR", "not_sent": "DOWNSTREAM_UNAVAILABLE"}.get(str(kind), "ANSWER_LOST")
+    error = {
+        "code": code,
+        "message": str(outcome.get("reason") or "the downstream tool answered with isError"),
+        "uncertain": uncertain,
+        "sent": kind != "not_sent",
+        "duration_ms": outcome.get("duration_ms"),
+        "size_bytes": size,
+        "truncated": truncated,
+    }
+    fields = {"error": error, "result": envelope if kind == "answered" else None, "uncertain_outcome": uncertain}
+    tx.transition(step, StepStatus.FAILED, event=E.STEP_FAILED, **fields, **release)
+    if node is not None:
+        tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error=error, uncertain_outcome=uncertain, **release)
+
+
+def _envelope(step: Step, outcome: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
+    """The stored result: the mcp action's envelope shape ({"tool", "result"}) so compensation templates read
+    `${result.x}` alike, plus what the proxy measured. Past maxResultBytes only a prefix of the text is kept."""
+    answer = outcome.get("result") or {}
+    payload = answer.get("structuredContent", answer.get("content")) if isinstance(answer, dict) else answer
+    text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    size = len(text.encode("utf-8"))
+    limit = int(outcome.get("max_result_bytes") or 65536)
+    truncated = size > limit
+    if truncated:
+        payload = {"truncated": True, "prefix": text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")}
+    envelope = {
+        "tool": str(step.action_definition.get("forward", {}).get("tool", "")),
+        "result": payload,
+        "is_error": bool(outcome.get("is_error")),
+        "size_bytes": size,
+        "truncated": truncated,
+        "duration_ms": outcome.get("duration_ms"),
+    }
+    return envelope, size, truncated
+
+
+def _still_ours(tx: Tx, step: Step, fence: int) -> bool:
+    holder: Node | Step = step.node if step.node is not None else step
+    if holder.fence_token == fence and step.status == StepStatus.EXECUTING:
+        return True
+    # The sweep fenced it off (the lease lapsed): the late outcome is evidence, never state.
+    tx.record(E.STALE_WRITE_REFUSED, step=step, status=step.status, data={"attempt": 1, "fence_token": fence})
+    return False
+
+
+def _require_live_session(tx: Tx) -> None:
+    if not is_proxy_session(tx.saga):
+        raise InvalidInput(message=f"Saga {tx.saga.id} is not a proxy session; proxied calls need one.")
+    if tx.saga.status != SagaStatus.ACTIVE:
+        raise InvalidTransition(
+            "PROXY_SESSION_NOT_ACTIVE",
+            f"This proxy session (saga {tx.saga.id}) is {tx.saga.status}, so no call can be made in it; nothing was "
+            "sent. An operator committed, rolled back or paused it; start a new session (reconnect) to go on.",
+        )
+
+
+def _uuid(value: object) -> uuid.UUID:
+    try:
+        return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+    except ValueError:
+        raise NotFound("STEP_NOT_FOUND", f"{value!r} is not a step id.") from None

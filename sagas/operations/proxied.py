@@ -1,0 +1,118 @@
+"""The proxy's operations: surface-less entries of the operation table (no MCP tool of our own server, no A2A
+operation, no REST route) that the MCP proxy (sagas.protocols.proxy.durable) invokes for every tools/call it
+journals. They go through `invoke` like every other operation, so RBAC is checked once here and again in the
+coordinator (sagas.coordinator.proxied_calls and held_calls); docs/proxy.md, "How a call is journaled".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pydantic import Field
+
+from governance.identity.principal import Principal
+from governance.identity.rbac import Capability
+from sagas import coordinator, selectors
+from sagas.operations.arguments import Args
+from sagas.operations.operation import READ, Hints, Operation
+from sagas.operations.schemas import Output
+
+R, X = Capability.READ, Capability.EXECUTE
+CALL = "The downstream tool's facts the proxy computed: server, tool, definition and its hash, class, gate, ..."
+
+
+class SessionOpenArgs(Args):
+    session: dict[str, Any] = Field(description="What metadata.proxy records: client, protocol version, config.")
+    preview: bool = Field(default=False, description="true: a preview session (reads run, nothing else does).")
+
+
+class CallBeginArgs(Args):
+    saga_id: str = Field(description="The session's saga.")
+    call: dict[str, Any] = Field(description=CALL)
+    arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
+
+
+class HeldCallArgs(CallBeginArgs):
+    node_id: str = Field(description="The held call (its node id).")
+
+
+class WithdrawArgs(HeldCallArgs):
+    why: str = Field(description="denied, timeout or disconnected.")
+
+
+class CallFinishArgs(Args):
+    saga_id: str = Field(description="The session's saga.")
+    step_id: str = Field(description="The step the call was journaled as.")
+    outcome: dict[str, Any] = Field(description="What the downstream did: kind, result, is_error, duration_ms, ...")
+    fence: int = Field(default=1, description="The fence token the call was begun under.")
+
+
+class HeldCallRef(Args):
+    saga_id: str = Field(description="The session's saga.")
+    node_id: str = Field(description="The held call (its node id).")
+
+
+BEGUN = Output(
+    "ProxiedCallBegun",
+    {
+        "type": "object",
+        "properties": {"outcome": {"enum": ["forward", "held", "dry", "refused"]}, "saga_id": {"type": "string"}},
+        "required": ["outcome", "saga_id"],
+    },
+)
+SESSION = Output("ProxySession", {"type": "object", "properties": {"saga_id": {"type": "string"}}})
+STEP = Output("ProxiedCallStep", {"type": "object", "properties": {"step_id": {"type": "string"}}})
+DECISION = Output("HeldCallDecision", {"type": "object", "properties": {"decision": {"type": "string"}}})
+
+
+def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
+    saga = coordinator.proxy_session_open(actor=actor, session=a.session, preview=a.preview)
+    return {"saga_id": str(saga.id)}
+
+
+def call_begin(actor: Principal, a: CallBeginArgs) -> dict[str, Any]:
+    begun = coordinator.proxied_call_begin(actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments)
+    return dataclasses.asdict(begun)
+
+
+def call_release(actor: Principal, a: HeldCallArgs) -> dict[str, Any]:
+    begun = coordinator.proxied_call_release(
+        actor=actor, saga_id=a.saga_id, node_id=a.node_id, call=a.call, arguments=a.arguments
+    )
+    return dataclasses.asdict(begun)
+
+
+def call_withdraw(actor: Principal, a: WithdrawArgs) -> dict[str, Any]:
+    begun = coordinator.proxied_call_withdraw(
+        actor=actor, saga_id=a.saga_id, node_id=a.node_id, why=a.why, call=a.call, arguments=a.arguments
+    )
+    return dataclasses.asdict(begun)
+
+
+def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
+    step = coordinator.proxied_call_finish(
+        actor=actor, saga_id=a.saga_id, step_id=a.step_id, fence=a.fence, outcome=a.outcome
+    )
+    return {"step_id": str(step.id), "status": step.status}
+
+
+def call_decision(actor: Principal, a: HeldCallRef) -> dict[str, Any]:
+    return selectors.held_call_decision(actor=actor, saga_id=a.saga_id, node_id=a.node_id)
+
+
+def _surface_less(name: str, arguments: Any, handler: Any, capability: Capability, output: Output, title: str) -> Any:
+    hints = READ if capability == R else Hints()
+    return Operation(
+        name, name, arguments, handler, capability, output, title, title, hints=hints, mcp=False, a2a=False
+    )
+
+
+PROXY_OPERATIONS: list[Operation[Any]] = [
+    _surface_less("proxy_session_open", SessionOpenArgs, session_open, X, SESSION, "Open a proxy session"),
+    _surface_less("proxy_call_begin", CallBeginArgs, call_begin, X, BEGUN, "Journal a proxied call and gate it"),
+    _surface_less("proxy_call_release", HeldCallArgs, call_release, X, BEGUN, "Start an approved held call"),
+    _surface_less("proxy_call_withdraw", WithdrawArgs, call_withdraw, X, BEGUN, "Journal a held call not sent"),
+    _surface_less("proxy_call_finish", CallFinishArgs, call_finish, X, STEP, "Record a forwarded call's outcome"),
+    _surface_less("proxy_call_decision", HeldCallRef, call_decision, R, DECISION, "Read a held call's decision"),
+]

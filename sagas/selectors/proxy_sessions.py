@@ -1,0 +1,119 @@
+"""Reads of the MCP proxy's journal: which sagas are proxy sessions, what was decided about a held call, and the
+held calls still waiting (`semantic-saga pending`). A proxy session is a saga whose `metadata.proxy` is set; its
+proxied calls are steps (and, for held calls, nodes keyed `proxy-call-<n>`) whose action starts with `proxy.`
+(docs/proxy.md, "How a call is journaled").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import QuerySet
+
+from audit.models import AuditEvent, EventType
+from governance.identity.principal import Principal
+from governance.identity.rbac import READ, authorize
+from sagas.errors import NotFound
+from sagas.models import Approval, Node, Saga
+from sagas.selectors.approvals import pending_approvals
+from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
+from sagas.states import ApprovalStatus, NodeStatus
+
+PROXY_ACTION_PREFIX = "proxy."
+SESSION_KEY = "proxy"
+HELD_KEY_PREFIX = "proxy-call-"
+
+
+def proxy_sessions(actor: Principal) -> QuerySet[Saga]:
+    """The tenant's proxy sessions, newest first (`last` is the first of them)."""
+    authorize(actor, READ, "list")
+    return tenant_sagas(actor).filter(metadata__has_key=SESSION_KEY).order_by("-created_at", "-id")
+
+
+def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) -> dict[str, Any]:
+    """What became of a held call: pending, approved (its node READY), denied, expired, or closed (it already has
+    its step: it ran or was refused)."""
+    authorize(actor, READ, "get")
+    saga = tenant_saga(actor, saga_id)
+    parsed = parse_uuid(node_id)
+    node = Node.objects.filter(saga=saga, pk=parsed, key__startswith=HELD_KEY_PREFIX).first() if parsed else None
+    if node is None:
+        raise NotFound("HELD_CALL_NOT_FOUND", f"No held call {node_id} in saga {saga.id}.")
+    approval = node.approvals.order_by("-created_at").first()
+    decided_by = approval.decided_by if approval else ""
+    if node.step_id is not None:
+        decision = "closed"
+    elif node.status == NodeStatus.READY:
+        decision = "approved"
+    elif node.status == NodeStatus.WAITING_APPROVAL:
+        decision = "pending"
+    elif approval is not None and approval.status == ApprovalStatus.EXPIRED:
+        decision = "expired"
+    else:
+        decision = "denied"
+    return {"decision": decision, "decided_by": decided_by, "status": node.status}
+
+
+@dataclass(frozen=True)
+class HeldCall:
+    """One line of `semantic-saga pending`."""
+
+    call_id: str  # the node id: approve ID / deny ID take it
+    saga_id: str
+    tool: str
+    server: str
+    effect_class: str
+    arguments: dict[str, Any]
+    requested_at: datetime
+
+
+def held_calls_pending(*, actor: Principal) -> list[HeldCall]:
+    """The tenant's held proxied calls still waiting for a decision, oldest first."""
+    authorize(actor, READ, "list_approvals")
+    approvals = (
+        pending_approvals(actor)
+        .filter(node__key__startswith=HELD_KEY_PREFIX, node__action__startswith=PROXY_ACTION_PREFIX)
+        .select_related("node")
+        .order_by("created_at")
+    )
+    return [_held(approval) for approval in approvals]
+
+
+def _held(approval: Approval) -> HeldCall:
+    node = approval.node
+    server, _, tool = node.action.removeprefix(PROXY_ACTION_PREFIX).partition(".")
+    return HeldCall(
+        call_id=str(node.id),
+        saga_id=str(node.saga_id),
+        tool=tool,
+        server=server,
+        effect_class=_class_of(node),
+        arguments=dict(node.input or {}),
+        requested_at=approval.created_at,
+    )
+
+
+def _class_of(node: Node) -> str:
+    # The class is in the audit of the node's planning (NODE_PLANNED data), kept payload-free.
+    data = (
+        AuditEvent.objects.filter(saga_id=node.saga_id, node_id=str(node.id), event_type=EventType.NODE_PLANNED)
+        .values_list("data", flat=True)
+        .first()
+    )
+    return str((data or {}).get("class", "unknown"))
+
+
+def held_call_node(*, actor: Principal, call_id: object) -> Node:
+    """A held call of the actor's tenant by its id (another tenant's is reported missing)."""
+    authorize(actor, READ, "get")
+    parsed = parse_uuid(call_id)
+    held = Node.objects.filter(key__startswith=HELD_KEY_PREFIX, saga__tenant_id=actor.tenant_id)
+    node = held.filter(pk=parsed).select_related("saga").first() if parsed else None
+    if node is None:
+        raise NotFound(
+            "HELD_CALL_NOT_FOUND",
+            f"No held call {call_id} in your tenant. `semantic-saga pending` lists the calls waiting for a decision.",
+        )
+    return node
