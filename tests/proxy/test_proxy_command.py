@@ -90,7 +90,7 @@ def test_the_stdio_proxy_refuses_a_bad_config_naming_the_problem(tmp_path: Path)
     assert "servers.demo: give either command (a stdio server) or url" in done.stderr.decode()
 
 
-def test_preview_forwards_only_tools_that_declare_themselves_read_only(tmp_path: Path):
+def test_preview_forwards_reads_and_records_the_rest_dry(tmp_path: Path):
     config = config_file(tmp_path, {"demo": stdio(DEMO)})
     command = _command(config, "--preview")
     params = StdioServerParameters(command=command[0], args=command[1:], env=_env(), cwd=str(ROOT))
@@ -106,5 +106,5 @@ def test_preview_forwards_only_tools_that_declare_themselves_read_only(tmp_path:
 
     refusal, calls = asyncio.run(scenario())
 
-    assert refusal.startswith("create_contact did not run and was not sent: this is a preview session")
+    assert refusal.startswith("PREVIEW: create_contact was recorded, NOT executed")
     assert calls == ["get_contact"]  # the read ran; create_contact never reached the world

@@ -20,7 +20,7 @@ from governance.identity.principal import local_principal
 from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.proxy.catalog import NameCollision
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
-from sagas.protocols.proxy.runtime import Proxy, build_proxy
+from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -48,7 +48,7 @@ class Command(BaseCommand):
         if options["preview"]:
             config = dataclasses.replace(config, preview=True)
         principal = local_principal(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
-        proxy = build_proxy(config, lambda: principal)
+        proxy = build_proxy(config, lambda: principal, call_path=journaled)
         try:
             anyio.run(self._serve, proxy)
         except NameCollision as collision:

@@ -126,6 +126,11 @@ class DownstreamConnection:
         self._live: _Live | None = None
         self._work_send, self._work_receive = anyio.create_memory_object_stream[Work](64)
 
+    def scrubbed(self, value: Any) -> Any:
+        """`value` with the secrets resolved for this connection replaced (a result is journaled after this)."""
+        live = self._live
+        return scrub(value, live.secrets) if live is not None else value
+
     # --- supervision --------------------------------------------------------------------------------------------
 
     async def supervise(self) -> None:

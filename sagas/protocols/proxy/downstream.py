@@ -119,6 +119,10 @@ class DownstreamManager:
         if changed := _changes(before, after):
             await self._tell(changed)
 
+    def scrub(self, server: str, value: Any) -> Any:
+        """`value` with the secrets of `server`'s connection (env or header values) replaced by [REDACTED]."""
+        return self._connection(server).scrubbed(value)
+
     def _connection(self, server: str) -> DownstreamConnection:
         connection = self._connections.get(server)
         if connection is None:

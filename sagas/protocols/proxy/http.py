@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from governance.identity.http import BearerAuth, request_principal
 from sagas.protocols.mcp_http import transport_security
 from sagas.protocols.proxy.config import load_proxy_config
-from sagas.protocols.proxy.runtime import Proxy, build_proxy
+from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
 
 PATH = "/proxy/mcp"
 
@@ -44,7 +44,7 @@ async def _resource_metadata(request: Request) -> Response:
 
 
 def build_proxy_http_app(config_path: str) -> ProxyHttpApp:
-    proxy = build_proxy(load_proxy_config(config_path), request_principal)
+    proxy = build_proxy(load_proxy_config(config_path), request_principal, call_path=journaled)
     sdk_app = proxy.server.streamable_http_app(
         streamable_http_path=PATH,
         stateless_http=False,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from governance.identity.principal import Principal
 from sagas.protocols.proxy.calls import CallPath, ForwardingCallPath
 from sagas.protocols.proxy.downstream import DownstreamManager, Timing
+from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.server import ProxyServer, build_proxy_server
 from sagas.protocols.proxy.specs import ProxyConfig
 
@@ -19,7 +20,14 @@ CallPathFactory = Callable[[DownstreamManager, ProxyConfig], CallPath]
 
 
 def forwarding(downstreams: DownstreamManager, config: ProxyConfig) -> CallPath:
+    """Straight through, nothing journaled (tests of the transport alone)."""
     return ForwardingCallPath(downstreams, preview=config.preview)
+
+
+def journaled(downstreams: DownstreamManager, config: ProxyConfig) -> CallPath:
+    """Every call a durable step of its session's saga (sagas.protocols.proxy.durable): what both ways of serving
+    use."""
+    return DurableCallPath(downstreams, config)
 
 
 @dataclass(frozen=True)

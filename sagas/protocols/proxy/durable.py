@@ -1,0 +1,258 @@
+"""The durable call path: every tools/call journaled as a step of its session's saga before it is forwarded.
+
+For each call the proxy classifies the tool (registry.tool_classes), finds its gate (governance.policy.gates) and
+any declared inverse (the compensation packs), then asks the coordinator, through the operation table
+(sagas.operations.proxied), what happens: refused, dry (preview), held for an operator, or forwarded. A forwarded
+call carries the step id as its idempotency key and its outcome is recorded; a held call keeps the request open
+with progress notifications until an operator decides or the confirm timeout passes. docs/proxy.md, "How a call is
+journaled".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+
+from governance.errors import ServiceError
+from governance.identity.principal import Principal
+from governance.identity.rbac import EXECUTE, can
+from governance.policy.gates import gate_for
+from registry.tool_classes import classify
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.protocols.orm import run_orm
+from sagas.protocols.proxy.calls import PROXY_META_KEY, ProxiedCall, not_sent_result, refused_result, uncertain_result
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
+
+IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
+# How often a held call asks whether it was decided, and sends the client a progress notification.
+HOLD_POLL_SECONDS = 0.5
+# A stateless (2026-07-28) client's session ends after this long without a call; its next call opens a new one.
+STATELESS_IDLE_SECONDS = 30 * 60.0
+
+
+@dataclass
+class Session:
+    saga_id: str
+    hashes: dict[str, str]  # exposed tool name -> definition hash when the session began
+    last_used: float = field(default_factory=time.monotonic)
+
+
+class DurableCallPath:
+    def __init__(self, downstreams: DownstreamManager, config: ProxyConfig) -> None:
+        self.downstreams = downstreams
+        self.config = config
+        self.packs = config.packs.in_force(capture_enabled=config.capture)
+        self.sessions: dict[str, Session] = {}
+        self._opening = anyio.Lock()
+
+    async def call(self, request: ProxiedCall) -> types.CallToolResult:
+        if not can(request.principal, EXECUTE):
+            return refused_result(
+                request,
+                f"{request.principal.principal_id} may read but not act (calling a tool needs the operator role)",
+            )
+        try:
+            session = await self._session(request)
+            facts = self._facts(request, session)
+            begun = await self._op("proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts,
+                                   arguments=request.arguments)  # fmt: skip
+        except ServiceError as refused:
+            return refused_result(request, refused.message.rstrip("."))
+        if begun["outcome"] == "held":
+            begun = await self._hold(request, facts, begun)
+        if begun["outcome"] == "forward":
+            return await self._forward(request, begun)
+        if begun["outcome"] == "dry":
+            return _dry_result(request, facts, begun)
+        return _refusal(request, begun)
+
+    # --- sessions -------------------------------------------------------------------------------------------------
+
+    async def _session(self, request: ProxiedCall) -> Session:
+        client = request.client
+        key = f"{request.principal.principal_id}|{client.client_name or ''}" if client.stateless else client.key
+        async with self._opening:
+            session = self.sessions.get(key)
+            now = time.monotonic()
+            if session is not None and not (client.stateless and now - session.last_used > STATELESS_IDLE_SECONDS):
+                session.last_used = now
+                return session
+            metadata = {
+                "client": {"name": client.client_name, "version": client.client_version},
+                "protocol_version": client.protocol_version,
+                "era": "2026-07-28" if client.stateless else "2025-11-25",
+                "connection": key,
+                "config": str(self.config.path),
+            }
+            opened = await self._op("proxy_session_open", request.principal, session=metadata,
+                                    preview=self.config.preview)  # fmt: skip
+            hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
+            session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)
+            return session
+
+    # --- facts ----------------------------------------------------------------------------------------------------
+
+    def _facts(self, request: ProxiedCall, session: Session) -> dict[str, Any]:
+        tool = request.definition
+        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+        entry = self.packs.inverse_for(request.server, request.tool)
+        where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
+        found = classify(request.tool, request.server, annotations, self.config.rules, entry is not None,
+                         inverse_source=where)  # fmt: skip
+        client_name = request.client.client_name or ""
+        gate = gate_for(found.effect_class, request.tool, request.server, request.principal.tenant_id, client_name,
+                        self.config.gates)  # fmt: skip
+        return {
+            "server": request.server,
+            "tool": request.tool,
+            "exposed_name": request.exposed_name,
+            "server_block": _server_block(self._spec(request.server)),
+            "definition": tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            "definition_hash": request.definition_hash,
+            "session_definition_hash": session.hashes.get(request.exposed_name, request.definition_hash),
+            "class": found.effect_class,
+            "class_source": found.source,
+            "class_reason": found.reason,
+            "gate": gate.action,
+            "gate_source": gate.source,
+            "gate_reason": gate.reason,
+            "inverse": entry.as_mcp_contract_parts() if entry else {},
+            "inverse_source": where,
+            "confirm_timeout_seconds": self.config.gates.confirm_timeout_seconds,
+        }
+
+    def _spec(self, server: str) -> ServerSpec:
+        return next(spec for spec in self.config.servers if spec.name == server)
+
+    # --- held calls -----------------------------------------------------------------------------------------------
+
+    async def _hold(self, request: ProxiedCall, facts: dict[str, Any], begun: dict[str, Any]) -> dict[str, Any]:
+        """Keep the request open until the held call is decided; a client that goes away cancels it."""
+        held = {"saga_id": begun["saga_id"], "node_id": begun["node_id"]}
+        timeout = float(facts["confirm_timeout_seconds"])
+        started = time.monotonic()
+        try:
+            while True:
+                decision = await self._op("proxy_call_decision", request.principal, **held)
+                if decision["decision"] == "approved":
+                    return await self._op("proxy_call_release", request.principal, **held, call=facts,
+                                          arguments=request.arguments)  # fmt: skip
+                waited = time.monotonic() - started
+                if decision["decision"] != "pending" or waited >= timeout:
+                    why = "timeout" if decision["decision"] in ("pending", "expired") else "denied"
+                    return await self._withdraw(request, facts, held, why)
+                message = f"waiting for an operator to approve {request.exposed_name} (call {held['node_id']})"
+                await request.relay.progress(waited, timeout, message)
+                await anyio.sleep(HOLD_POLL_SECONDS)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._withdraw(request, facts, held, "disconnected")
+            raise
+
+    async def _withdraw(
+        self, request: ProxiedCall, facts: dict[str, Any], held: dict[str, str], why: str
+    ) -> dict[str, Any]:
+        return await self._op("proxy_call_withdraw", request.principal, **held, why=why, call=facts,
+                              arguments=request.arguments)  # fmt: skip
+
+    # --- forwarding -----------------------------------------------------------------------------------------------
+
+    async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
+        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]}
+        started = time.monotonic()
+        outcome: dict[str, Any] = {"max_result_bytes": self.config.max_result_bytes}
+        try:
+            result = await self.downstreams.call_tool(
+                request.server, request.tool, request.arguments, relay=request.relay, meta=meta
+            )
+        except DownstreamUnavailable as down:
+            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(down)})
+            return _not_sent(request, str(down))
+        except DownstreamLost as lost:
+            await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
+            return uncertain_result(request, str(lost))
+        except MCPError as error:
+            reason = f"the server answered with a protocol error: {error}"
+            await self._finish(request, begun, started, {**outcome, "kind": "answered", "is_error": True,
+                                                          "reason": reason})  # fmt: skip
+            raise
+        answer = self.downstreams.scrub(request.server, result.model_dump(by_alias=True, exclude_none=True,
+                                                                           mode="json"))  # fmt: skip
+        await self._finish(request, begun, started, {**outcome, "kind": "answered", "result": answer,
+                                                      "is_error": bool(result.is_error)})  # fmt: skip
+        return result  # exactly what the downstream answered
+
+    async def _finish(
+        self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
+    ) -> None:
+        outcome["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
+        with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
+            await self._op("proxy_call_finish", request.principal, saga_id=begun["saga_id"],
+                           step_id=begun["step_id"], fence=int(begun["fence"]), outcome=outcome)  # fmt: skip
+
+    @staticmethod
+    async def _op(name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
+        return await run_orm(invoke, OPERATIONS[name], principal, arguments)
+
+
+def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:
+    """The call path factory for build_proxy."""
+    return DurableCallPath(downstreams, config)
+
+
+def _server_block(spec: ServerSpec) -> dict[str, Any]:
+    """The contract's `server` block: where a later undo reconnects (secret references stay references)."""
+    if spec.transport == "stdio":
+        block: dict[str, Any] = {"transport": "stdio", "command": spec.command, "args": list(spec.args)}
+        if spec.env:
+            block["env"] = dict(spec.env)
+        if spec.cwd is not None:
+            block["cwd"] = str(spec.cwd)
+        return block
+    block = {"transport": "streamable_http", "url": spec.url}
+    if spec.headers:
+        block["headers"] = dict(spec.headers)
+    return block
+
+
+def _meta(request: ProxiedCall, begun: dict[str, Any], outcome: str) -> dict[str, Any]:
+    return {PROXY_META_KEY: {"outcome": outcome, **begun.get("facts", {}), "code": begun.get("code", ""),
+                             "step_id": begun.get("step_id", ""), "saga_id": begun.get("saga_id", "")}}  # fmt: skip
+
+
+def _refusal(request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
+    facts = begun.get("facts", {})
+    why = str(begun.get("reason") or "it was refused").rstrip(".")
+    klass = f" (class {facts['class']}, gate {facts.get('gate')})" if facts.get("class") else ""
+    text = (
+        f"{request.exposed_name} did NOT run and was not sent{klass}: {why}. Do not retry it and do not work around "
+        "it with other tools or changed arguments; tell the user what you meant to do and why it was stopped, or "
+        "carry on with what you may do."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True, _meta=_meta(request, begun, "refused")
+    )
+
+
+def _dry_result(request: ProxiedCall, facts: dict[str, Any], begun: dict[str, Any]) -> types.CallToolResult:
+    text = (
+        f"PREVIEW: {request.exposed_name} was recorded, NOT executed (this session is a dry run). Outside preview it "
+        f"would have had class {facts['class']} and gate {facts['gate']}: it {begun.get('reason', 'would run')}. "
+        "Nothing reached the world; keep planning as if it had worked, and do not rely on its result."
+    )
+    # A client checks a non-error answer against the tool's outputSchema, which a note cannot satisfy.
+    has_schema = request.definition.output_schema is not None
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=has_schema, _meta=_meta(request, begun, "dry")
+    )
+
+
+def _not_sent(request: ProxiedCall, reason: str) -> types.CallToolResult:
+    return not_sent_result(request, reason)
