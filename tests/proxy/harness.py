@@ -23,7 +23,7 @@ from starlette.routing import Route
 from governance.identity.principal import local_principal
 from sagas.protocols.proxy.config import load_proxy_config
 from sagas.protocols.proxy.downstream import Timing
-from sagas.protocols.proxy.runtime import Proxy, build_proxy
+from sagas.protocols.proxy.runtime import CallPathFactory, Proxy, build_proxy, forwarding
 from tests.distributed.workers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,9 +101,11 @@ class ServedProxy:
 
 
 @contextlib.contextmanager
-def serve_proxy(config_path: Path, *, page_size: int | None = None) -> Iterator[ServedProxy]:
+def serve_proxy(
+    config_path: Path, *, page_size: int | None = None, call_path: CallPathFactory = forwarding
+) -> Iterator[ServedProxy]:
     principal = local_principal(protocol="test", tenant_id="acme")
-    proxy = build_proxy(load_proxy_config(config_path), lambda: principal, timing=FAST)
+    proxy = build_proxy(load_proxy_config(config_path), lambda: principal, timing=FAST, call_path=call_path)
     if page_size is not None:
         proxy.server.page_size = page_size
     sdk_app = proxy.server.streamable_http_app(streamable_http_path="/mcp")

@@ -1,0 +1,144 @@
+"""Every tools/call through the durable path is a journaled step of its session's saga: written before it is
+forwarded (the downstream sees the step id as its idempotency key), classified with its source, gated (block,
+confirm held while an operator decides, timeout denied), all in a verifiable audit chain. The agent is the official
+mcp client; the downstream is the demo world over Streamable HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from audit.models import AuditEvent
+from governance.identity.principal import local_principal
+from sagas.models import Node, Saga, Step
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.protocols.proxy.runtime import journaled
+from sagas.selectors import saga_verify_audit
+from tests.proxy.agent import connect, text
+from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+OPERATOR = local_principal(protocol="test", tenant_id="acme")
+WAIT_SECONDS = 30
+
+
+def _config(tmp_path: Path, demo_http: HttpDownstream, **policy: Any) -> Path:
+    return config_file(tmp_path, {"demo": {"url": demo_http.url}}, policy=policy)
+
+
+async def _calls(client: Any) -> list[dict[str, Any]]:
+    log = await client.call_tool("get_call_log", {})
+    return list(log.structured_content["calls"])
+
+
+def _session() -> Saga:
+    return Saga.objects.get(metadata__has_key="proxy")
+
+
+def test_a_forwarded_call_is_journaled_first_and_carries_its_step_id(tmp_path: Path, demo_http: HttpDownstream):
+    with serve_proxy(_config(tmp_path, demo_http), call_path=journaled) as served:
+
+        async def scenario() -> list[dict[str, Any]]:
+            async with connect(served.url, "legacy") as client:
+                created = await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
+                assert not created.is_error, text(created)
+                return await _calls(client)
+
+        calls = anyio.run(scenario)
+
+    session = _session()
+    create = Step.objects.get(saga=session, action="proxy.demo.create_contact")
+    assert create.status == "COMPLETED" and create.input == {"name": "Ada", "email": "ada@example.com"}
+    assert [c["idempotency_key"] for c in calls if c["tool"] == "create_contact"][-1] == str(create.id)
+    proxy = create.action_definition["proxy"]
+    assert (proxy["class"], proxy["gate"]) == ("R", "allow") and proxy["class_source"] in (
+        "heuristic",
+        "declared_compensation",
+    )
+    assert create.result["size_bytes"] > 0 and create.result["duration_ms"] >= 0
+    started = AuditEvent.objects.get(saga_id=session.id, step_id=str(create.id), event_type="STEP_STARTED")
+    completed = AuditEvent.objects.get(saga_id=session.id, step_id=str(create.id), event_type="STEP_COMPLETED")
+    assert started.sequence < completed.sequence  # journaled EXECUTING before the outcome
+    assert saga_verify_audit(actor=OPERATOR, saga_id=session.id)["valid"] is True
+    # tampering with a recorded event is detected
+    AuditEvent.objects.filter(pk=started.pk).update(status="COMPLETED")
+    assert saga_verify_audit(actor=OPERATOR, saga_id=session.id)["valid"] is False
+
+
+def test_a_blocked_tool_is_recorded_refused_and_never_forwarded(tmp_path: Path, demo_http: HttpDownstream):
+    config = _config(tmp_path, demo_http, tools=[{"tool": "send_email", "action": "block", "reason": "no mail"}])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, list[dict[str, Any]]]:
+            async with connect(served.url, "legacy") as client:
+                before = len(await _calls(client))
+                refused = await client.call_tool("send_email", {"to": "a@example.com", "subject": "s", "body": "b"})
+                return refused, (await _calls(client))[before:]
+
+        refused, calls = anyio.run(scenario)
+
+    assert refused.is_error and "did NOT run" in text(refused)
+    assert refused.meta["io.semantic-saga/proxy"]["gate"] == "block"
+    assert calls == []  # nothing reached the world
+    step = Step.objects.get(saga=_session(), action="proxy.demo.send_email")
+    assert step.status == "REFUSED" and step.error["code"] == "GATE_BLOCKED"
+
+
+def _approve_when_held(decided: list[str]) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        node = Node.objects.filter(key__startswith="proxy-call-", status="WAITING_APPROVAL").first()
+        if node is not None:
+            invoke(OPERATIONS["approve_saga_step"], OPERATOR, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
+            decided.append(str(node.id))
+            return
+        time.sleep(0.1)
+
+
+def test_a_confirmed_call_is_held_until_an_operator_approves_then_forwarded(tmp_path: Path, demo_http: HttpDownstream):
+    with serve_proxy(_config(tmp_path, demo_http), call_path=journaled) as served:
+        decided: list[str] = []
+        operator = threading.Thread(target=_approve_when_held, args=(decided,))
+        operator.start()
+
+        async def scenario() -> Any:
+            async with connect(served.url, "legacy") as client:
+                args = {"from_account": "acc-payroll", "to_account": "acc-vendor", "amount": 5}
+                return await client.call_tool("transfer_funds", args)
+
+        result = anyio.run(scenario)
+        operator.join(timeout=WAIT_SECONDS)
+
+    assert decided and not result.is_error and "transfer_id" in result.structured_content
+    node = Node.objects.get(pk=decided[0])
+    assert node.status == "COMPLETED" and node.step is not None and node.step.status == "COMPLETED"
+    assert node.step.action_definition["proxy"]["class"] == "I"
+
+
+def test_a_held_call_nobody_approves_is_denied_at_the_timeout_and_never_forwarded(
+    tmp_path: Path, demo_http: HttpDownstream
+):
+    with serve_proxy(_config(tmp_path, demo_http, confirmTimeoutMs=1500), call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, list[dict[str, Any]]]:
+            async with connect(served.url, "legacy") as client:
+                before = len(await _calls(client))
+                args = {"from_account": "acc-payroll", "to_account": "acc-vendor", "amount": 7}
+                denied = await client.call_tool("transfer_funds", args)
+                return denied, (await _calls(client))[before:]
+
+        denied, calls = anyio.run(scenario)
+
+    assert denied.is_error and "confirm timeout" in text(denied)
+    assert calls == []  # nothing reached the world
+    node = Node.objects.get(saga=_session(), key__startswith="proxy-call-")
+    assert node.status == "REJECTED" and node.step.status == "REFUSED"
+    assert node.approvals.get().status == "EXPIRED"
+    with pytest.raises(Exception, match="not waiting for approval"):
+        invoke(OPERATIONS["approve_saga_step"], OPERATOR, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
