@@ -20,7 +20,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import saga_verify_audit
-from tests.proxy.agent import connect, text
+from tests.proxy.agent import connect, text, tool_names
 from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -142,3 +142,18 @@ def test_a_held_call_nobody_approves_is_denied_at_the_timeout_and_never_forwarde
     assert node.approvals.get().status == "EXPIRED"
     with pytest.raises(Exception, match="not waiting for approval"):
         invoke(OPERATIONS["approve_saga_step"], OPERATOR, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
+
+
+def test_a_hidden_tool_is_left_out_of_tools_list_and_refused_if_called(tmp_path: Path, demo_http: HttpDownstream):
+    config = _config(tmp_path, demo_http, tools=[{"tool": "post_tweet", "action": "hide"}])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> tuple[list[str], Any]:
+            async with connect(served.url, "legacy") as client:
+                names = await tool_names(client)
+                return names, await client.call_tool("post_tweet", {"text": "hello"})
+
+        names, refused = anyio.run(scenario)
+
+    assert "post_tweet" not in names and "send_email" in names
+    assert refused.is_error and Step.objects.get(action="proxy.demo.post_tweet").status == "REFUSED"

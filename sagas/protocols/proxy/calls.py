@@ -58,6 +58,10 @@ class CallPath(Protocol):
         downstream JSON-RPC error may be raised as MCPError (the client gets it as the protocol error it was)."""
         ...
 
+    def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
+        """Whether tools/list leaves this downstream tool out for this caller (its gate is `hide`)."""
+        ...
+
 
 class ForwardingCallPath:
     """Straight to the downstream session: nothing journaled, gated or held. A caller without the execute
@@ -67,6 +71,9 @@ class ForwardingCallPath:
     def __init__(self, downstreams: DownstreamManager, *, preview: bool = False) -> None:
         self.downstreams = downstreams
         self.preview = preview
+
+    def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
+        return False  # nothing is gated on this path
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         if not can(request.principal, EXECUTE):

@@ -21,12 +21,19 @@ from mcp.shared.exceptions import MCPError
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
-from governance.policy.gates import gate_for
-from registry.tool_classes import classify
+from governance.policy.gates import gate_for, hidden
+from registry.tool_classes import Classification, classify
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.orm import run_orm
-from sagas.protocols.proxy.calls import PROXY_META_KEY, ProxiedCall, not_sent_result, refused_result, uncertain_result
+from sagas.protocols.proxy.calls import (
+    PROXY_META_KEY,
+    ClientIdentity,
+    ProxiedCall,
+    not_sent_result,
+    refused_result,
+    uncertain_result,
+)
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 
@@ -73,6 +80,18 @@ class DurableCallPath:
             return _dry_result(request, facts, begun)
         return _refusal(request, begun)
 
+    def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
+        """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and refused if called)."""
+        found = self._classify(server, tool)
+        return hidden(found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "",
+                      self.config.gates)  # fmt: skip
+
+    def _classify(self, server: str, tool: types.Tool) -> Classification:
+        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+        entry = self.packs.inverse_for(server, tool.name)
+        where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
+        return classify(tool.name, server, annotations, self.config.rules, entry is not None, inverse_source=where)
+
     # --- sessions -------------------------------------------------------------------------------------------------
 
     async def _session(self, request: ProxiedCall) -> Session:
@@ -101,11 +120,9 @@ class DurableCallPath:
 
     def _facts(self, request: ProxiedCall, session: Session) -> dict[str, Any]:
         tool = request.definition
-        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
         entry = self.packs.inverse_for(request.server, request.tool)
         where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
-        found = classify(request.tool, request.server, annotations, self.config.rules, entry is not None,
-                         inverse_source=where)  # fmt: skip
+        found = self._classify(request.server, tool)
         client_name = request.client.client_name or ""
         gate = gate_for(found.effect_class, request.tool, request.server, request.principal.tenant_id, client_name,
                         self.config.gates)  # fmt: skip

@@ -165,9 +165,11 @@ def build_proxy_server(
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         current = catalog()
-        tools, following = page(
-            [t.advertised() for t in current.tools.values()], _cursor(params), current.generation, server.page_size
-        )
+        principal, client = principal_for_request(), clients.identity(ctx)
+        listed = [
+            t.advertised() for t in current.tools.values() if not call_path.hidden(principal, client, t.server, t.tool)
+        ]
+        tools, following = page(listed, _cursor(params), current.generation, server.page_size)
         return types.ListToolsResult(tools=tools, next_cursor=following)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
