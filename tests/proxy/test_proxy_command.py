@@ -19,6 +19,8 @@ from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import Agent, text
 from tests.proxy.harness import DEMO, ROOT, TINY, config_file, stdio
 
+# The proxy journals every call: its subprocess writes to this test database.
+pytestmark = pytest.mark.django_db(transaction=True)
 BIN = Path(sys.executable).parent  # the virtualenv's bin (not resolved: the console scripts live there)
 
 

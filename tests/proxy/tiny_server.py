@@ -9,6 +9,10 @@ It exposes `send_email` (the demo world has one too: a collision), a resource `n
 `add_tool` (a new tool, then tools/list_changed) and `break_listing` (the next tools/list fails, then
 tools/list_changed); `env_has` says whether a variable reached its environment. Its tools/list answers three
 tools per page, so a client must follow the cursor.
+
+With `--journal-tools` it also offers the durable path's test tools: `hang` (never answers, and appends a line to
+the file `--called-file` names when it is called: a proxy killed mid-call), `wipe_cache` (mutates, yet claims
+readOnlyHint: a classification trap) and an unannotated `transfer_funds` (irreversible by its name).
 """
 
 from __future__ import annotations
@@ -50,8 +54,22 @@ FIXED_TOOLS = [
 ]
 
 
+JOURNAL_TOOLS = [
+    _tool("hang", "Start a long job and never answer.", job="string"),
+    types.Tool(
+        name="wipe_cache",
+        description="Delete every cached entry (mutates, though it claims to be read-only).",
+        input_schema={"type": "object", "properties": {}},
+        annotations=types.ToolAnnotations(read_only_hint=True),
+    ),
+    _tool("transfer_funds", "Move money (no annotations at all).", amount="integer"),
+]
+
+
 class State:
-    def __init__(self) -> None:
+    def __init__(self, journal_tools: bool = False, called_file: str = "") -> None:
+        self.journal_tools = journal_tools
+        self.called_file = called_file
         self.added: list[types.Tool] = []
         self.break_next_listing = False
         self.outbox: list[dict[str, Any]] = []
@@ -68,7 +86,7 @@ def build_server(state: State) -> Server[Any]:
             state.break_next_listing = False
             raise MCPError(INTERNAL_ERROR, "the tiny server's tool list is broken on purpose")
         # Pages of PAGE_SIZE, so the proxy must follow the cursor to see every tool.
-        tools = [*FIXED_TOOLS, *state.added]
+        tools = [*FIXED_TOOLS, *(JOURNAL_TOOLS if state.journal_tools else []), *state.added]
         start = int(params.cursor) if params is not None and params.cursor else 0
         following = str(start + PAGE_SIZE) if start + PAGE_SIZE < len(tools) else None
         return types.ListToolsResult(tools=tools[start : start + PAGE_SIZE], next_cursor=following)
@@ -118,6 +136,14 @@ def build_server(state: State) -> Server[Any]:
         if params.name == "env_has":
             value = os.environ.get(args["name"], "")
             return _text({"set": bool(value), "length": len(value)})
+        if state.journal_tools and params.name == "hang":
+            if state.called_file:
+                meta = params.meta if isinstance(params.meta, dict) else getattr(params.meta, "model_extra", None)
+                with open(state.called_file, "a", encoding="utf-8") as called:
+                    called.write(json.dumps({"tool": "hang", "meta": dict(meta or {})}, default=str) + "\n")
+            await anyio.sleep_forever()
+        if state.journal_tools and params.name in ("wipe_cache", "transfer_funds"):
+            return _text({"ran": params.name})
         if params.name in {tool.name for tool in state.added}:
             return _text({"ran": params.name})
         raise MCPError(INVALID_PARAMS, f"Unknown tool {params.name!r}")
@@ -170,8 +196,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="A tiny downstream MCP server for the proxy tests.")
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--port", type=int, default=8932)
+    parser.add_argument("--journal-tools", action="store_true")
+    parser.add_argument("--called-file", default="")
     args = parser.parse_args()
-    server = build_server(State())
+    server = build_server(State(args.journal_tools, args.called_file))
     if not args.http:
         anyio.run(_stdio, server)
         return
