@@ -32,6 +32,7 @@ from sagas.coordinator.node_attempts import node_execute
 from sagas.coordinator.nodes import node_plan, node_retry
 from sagas.coordinator.previews import saga_promote
 from sagas.coordinator.proxied_calls import proxied_call_begin, proxied_call_finish, proxy_session_open
+from sagas.coordinator.proxy_undo import UndoReport, proxy_session_undo
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
 from sagas.coordinator.runs import RunReport, saga_run_ready
@@ -41,6 +42,7 @@ __all__ = [
     "Begun",
     "RecoveryReport",
     "RunReport",
+    "UndoReport",
     "node_approve",
     "node_execute",
     "node_plan",
@@ -50,6 +52,7 @@ __all__ = [
     "proxied_call_release",
     "proxied_call_withdraw",
     "proxy_session_open",
+    "proxy_session_undo",
     "saga_begin",
     "saga_checkpoint",
     "saga_commit",

@@ -24,6 +24,7 @@ import json
 import uuid
 from typing import Any
 
+from audit.canonical import sha256_hex
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
@@ -174,6 +175,9 @@ def _envelope(step: Step, outcome: dict[str, Any]) -> tuple[dict[str, Any], int,
         "truncated": truncated,
         "duration_ms": outcome.get("duration_ms"),
     }
+    if "pre_state" in outcome:
+        # The capture read's answer, as an mcp action keeps it: the inverse reads it as ${pre_state.x}.
+        envelope.update(pre_state=outcome["pre_state"], pre_state_sha256=sha256_hex(outcome["pre_state"]))
     return envelope, size, truncated
 
 

@@ -18,6 +18,7 @@ from sagas.operations import handlers as do
 from sagas.operations import schemas as out
 from sagas.operations.operation import READ, Button, Hints, Operation, Route
 from sagas.operations.proxied import PROXY_OPERATIONS
+from sagas.operations.proxy_undo import PROXY_UNDO_OPERATIONS
 
 R, X = Capability.READ, Capability.EXECUTE
 SAGA = "sagas/<str:saga_id>/"
@@ -384,6 +385,8 @@ TABLE: list[Operation[Any]] = [
 
 # Surface-less: the MCP proxy's journal of every tools/call (sagas.operations.proxied).
 TABLE += PROXY_OPERATIONS
+# Surface-less: undo of a proxy session (sagas.operations.proxy_undo; semantic-saga undo).
+TABLE += PROXY_UNDO_OPERATIONS
 
 OPERATIONS: dict[str, Operation[Any]] = {op.name: op for op in TABLE}
 MCP_TOOLS: dict[str, Operation[Any]] = {op.name: op for op in TABLE if op.mcp}

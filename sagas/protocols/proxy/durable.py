@@ -22,6 +22,8 @@ from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
 from governance.policy.gates import gate_for, hidden
+from registry.errors import ActionFailure
+from registry.packs import tool_result_payload
 from registry.tool_classes import Classification, classify
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
@@ -186,6 +188,12 @@ class DurableCallPath:
         started = time.monotonic()
         outcome: dict[str, Any] = {"max_result_bytes": self.config.max_result_bytes}
         try:
+            if (pre_state := await self._capture(request, begun)) is not None:
+                outcome["pre_state"] = pre_state
+        except CaptureFailed as failed:
+            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
+            return _not_sent(request, str(failed))
+        try:
             result = await self.downstreams.call_tool(
                 request.server, request.tool, request.arguments, relay=request.relay, meta=meta
             )
@@ -206,6 +214,26 @@ class DurableCallPath:
                                                       "is_error": bool(result.is_error)})  # fmt: skip
         return result  # exactly what the downstream answered
 
+    async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
+        """The pack's capture read, after the gate and before the call (its answer is the step's `pre_state`, which
+        the inverse reads); None when the tool's pack entry has no capture. CaptureFailed: the call is not sent."""
+        entry = self.packs.inverse_for(request.server, request.tool)
+        if entry is None or entry.capture is None:
+            return None
+        meta = {IDEMPOTENCY_META_KEY: f"{begun['step_id']}:capture"}
+        where = f"the capture read {entry.capture.tool} (declared by {entry.source})"
+        try:
+            arguments = entry.capture_arguments(request.arguments)
+            read = await self.downstreams.call_tool(
+                request.server, entry.capture.tool, arguments, relay=request.relay, meta=meta
+            )
+        except (ActionFailure, DownstreamUnavailable, DownstreamLost, MCPError) as error:
+            raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
+        answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        if read.is_error:
+            raise CaptureFailed(f"{where} answered an error ({tool_result_payload(answer)}), so the call was not sent")
+        return tool_result_payload(answer)
+
     async def _finish(
         self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
     ) -> None:
@@ -217,6 +245,10 @@ class DurableCallPath:
     @staticmethod
     async def _op(name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
         return await run_orm(invoke, OPERATIONS[name], principal, arguments)
+
+
+class CaptureFailed(Exception):
+    """The state before a call could not be read, so the call was not sent (its inverse would have nothing)."""
 
 
 def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:

@@ -1,0 +1,76 @@
+"""`semantic-saga ledger [--session ID|last] [--tool T] [--status S] [--json]`: every proxied call of a session,
+one a line (seq, tool, server, class, status, duration, result size, id), or one JSON object a line (NDJSON)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from sagas.management.proxy_cli import SESSION_HELP, milliseconds, operator, refusals, session, size
+from sagas.management.terminal import CLASS_STYLES, STATUS_STYLES, Paint, table
+from sagas.selectors.proxy_ledger import LedgerRow, ledger_rows
+
+COLUMNS = [
+    ("seq", ">"),
+    ("tool", "<"),
+    ("server", "<"),
+    ("class", "<"),
+    ("status", "<"),
+    ("duration", ">"),
+    ("result", ">"),
+    ("id", "<"),
+]
+
+
+class Command(BaseCommand):
+    help = "Show the proxied calls of a proxy session (the newest by default): one a line, or NDJSON with --json."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--session", default="last", help=SESSION_HELP)
+        parser.add_argument("--tool", default="", help="Only the calls of this tool (its name as the agent saw it).")
+        parser.add_argument(
+            "--status", default="", help="Only calls in this status: completed, failed, refused, dry, compensated, ..."
+        )
+        parser.add_argument("--json", action="store_true", help="One JSON object per call, one a line (NDJSON).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        actor = operator()
+        saga = session(actor, options["session"])
+        with refusals():
+            rows = ledger_rows(actor=actor, saga=saga, tool=options["tool"], status=options["status"])
+        if options["json"]:
+            for row in rows:
+                self.stdout.write(json.dumps({"session": str(saga.id), **row.as_json()}, sort_keys=True))
+            return
+        paint = Paint.for_stream(self.stdout)
+        started = saga.created_at.strftime("%Y-%m-%d %H:%M:%SZ")
+        client = saga.metadata.get("proxy", {}).get("client", {}) if isinstance(saga.metadata, dict) else {}
+        who = " ".join(str(part) for part in (client.get("name"), client.get("version")) if part)
+        preview = ", preview" if saga.preview else ""
+        self.stdout.write(paint(f"session {saga.id}", "bold") + f"  ({started}, {who or 'unknown client'}{preview})")
+        self.stdout.write(table(COLUMNS, [_cells(row) for row in rows], paint, _style))
+        self.stdout.write(f"{len(rows)} call(s); the session is {saga.status}")
+
+
+def _cells(row: LedgerRow) -> list[str]:
+    status = f"{row.status} (uncertain)" if row.uncertain else row.status
+    return [
+        str(row.seq),
+        row.tool,
+        row.server,
+        row.effect_class,
+        status,
+        milliseconds(row.duration_ms),
+        size(row.result_bytes),
+        row.id,
+    ]
+
+
+def _style(column: int, cell: str) -> str | None:
+    if column == 3:
+        return CLASS_STYLES.get(cell)
+    if column == 4:
+        return STATUS_STYLES.get(cell.split(" ")[0].upper())
+    return None

@@ -1,0 +1,73 @@
+"""`semantic-saga status`: the proxy sessions of this tenant, newest first, with their state, calls by status and
+checkpoints, and what needs an operator (held calls, sessions waiting for recovery or a failed rollback)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from sagas.management.proxy_cli import operator
+from sagas.management.terminal import Paint, table
+from sagas.selectors.proxy_ledger import SessionLine, session_lines
+from sagas.selectors.proxy_sessions import held_calls_pending
+from sagas.states import SagaStatus
+
+NEEDS_AN_OPERATOR = {SagaStatus.RECOVERY_REQUIRED, SagaStatus.ROLLBACK_FAILED}
+SAGA_STYLES: dict[str, str] = {
+    SagaStatus.ACTIVE: "green",
+    SagaStatus.COMMITTED: "cyan",
+    SagaStatus.ROLLED_BACK: "cyan",
+    SagaStatus.RECOVERY_REQUIRED: "red",
+    SagaStatus.ROLLBACK_FAILED: "red",
+    SagaStatus.FAILED: "yellow",
+    SagaStatus.ROLLING_BACK: "yellow",
+}
+COLUMNS = [("session", "<"), ("started", "<"), ("state", "<"), ("client", "<"), ("calls", ">"), ("by status", "<")]
+
+
+class Command(BaseCommand):
+    help = "Show the proxy sessions (newest first), their state and calls, and what waits for an operator."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--limit", type=int, default=20, help="How many sessions to show (20).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        actor = operator()
+        lines = session_lines(actor=actor, limit=options["limit"])
+        held = held_calls_pending(actor=actor)
+        paint = Paint.for_stream(self.stdout)
+        if not lines:
+            self.stdout.write(
+                "No proxy session yet. Route an MCP client through `semantic-saga proxy --config FILE` and make a "
+                "call: each client session is recorded as a saga."
+            )
+            return
+        self.stdout.write(table(COLUMNS, [_cells(line) for line in lines], paint, _style))
+        waiting = [line for line in lines if line.status in NEEDS_AN_OPERATOR]
+        overall = "needs an operator" if waiting or held else "ok"
+        self.stdout.write(
+            paint(f"overall: {overall}", "red" if waiting or held else "green")
+            + f" ({len(lines)} session(s) shown, {len(held)} call(s) held for approval, {len(waiting)} session(s) "
+            "waiting for recovery or a failed rollback)"
+        )
+        if held:
+            self.stdout.write("held calls: semantic-saga pending, then approve ID or deny ID")
+
+
+def _cells(line: SessionLine) -> list[str]:
+    state = f"{line.status} (preview)" if line.preview else line.status
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(line.by_status.items()))
+    marks = f"; checkpoints {', '.join(line.checkpoints)}" if line.checkpoints else ""
+    return [
+        line.id,
+        line.created_at.strftime("%Y-%m-%d %H:%M:%SZ"),
+        state,
+        line.client,
+        str(line.calls),
+        counts + marks,
+    ]
+
+
+def _style(column: int, cell: str) -> str | None:
+    return SAGA_STYLES.get(cell.split(" ")[0]) if column == 2 else None

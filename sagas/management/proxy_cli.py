@@ -1,0 +1,50 @@
+"""What the proxy's terminal commands (ledger, status, checkpoint, undo) share: who is asking (the local operator
+of SAGA_DEFAULT_TENANT, as `semantic-saga proxy` itself acts), which session a SESSION argument names, the common
+`--session` and `--json` options, and a refusal shown as one line instead of a traceback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.core.management.base import CommandError
+
+from governance.errors import ServiceError
+from governance.identity.principal import Principal, local_principal
+from sagas.models import Saga
+from sagas.selectors.proxy_ledger import LAST, proxy_session
+
+SESSION_HELP = "The proxy session: its saga id, or `last` (the newest; the default)."
+
+
+def operator() -> Principal:
+    return local_principal(protocol="cli", tenant_id=settings.SAGA_DEFAULT_TENANT)
+
+
+def session(actor: Principal, ref: str | None) -> Saga:
+    with refusals():
+        return proxy_session(actor=actor, ref=ref or LAST)
+
+
+@contextlib.contextmanager
+def refusals() -> Iterator[None]:
+    """A refusal of the coordinator or a read (not found, wrong state) ends the command with its message."""
+    try:
+        yield
+    except ServiceError as refused:
+        raise CommandError(f"{refused.code}: {refused.message}") from None
+
+
+def milliseconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}ms" if value >= 1 else f"{value:.1f}ms"
+
+
+def size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1024:
+        return f"{value}B"
+    return f"{value / 1024:.1f}K" if value < 1024 * 1024 else f"{value / 1024 / 1024:.1f}M"

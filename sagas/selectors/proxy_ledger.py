@@ -1,0 +1,167 @@
+"""The MCP proxy's ledger as an operator reads it (`semantic-saga ledger`, `status`, `undo`): one row per proxied
+call of a session, and a line per session. Every proxied call is a step of its session's saga whose snapshot holds
+a `proxy` section (sagas.coordinator._proxy_contract); nothing here is stored twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count
+
+from governance.identity.principal import Principal
+from governance.identity.rbac import READ, authorize
+from sagas.errors import NotFound
+from sagas.models import Checkpoint, Saga, Step
+from sagas.selectors.proxy_sessions import proxy_sessions
+from sagas.selectors.scope import tenant_saga
+
+LAST = "last"
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """One proxied call as `semantic-saga ledger` shows it (and, whole, as its --json line)."""
+
+    seq: int
+    tool: str
+    server: str
+    effect_class: str
+    status: str  # the step's status, lowercase: completed, failed, refused, dry, executing, compensated, ...
+    duration_ms: float | None
+    result_bytes: int | None
+    id: str
+    gate: str
+    uncertain: bool
+    error_code: str
+    created_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "tool": self.tool,
+            "server": self.server,
+            "class": self.effect_class,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "result_bytes": self.result_bytes,
+            "id": self.id,
+            "gate": self.gate,
+            "uncertain": self.uncertain,
+            "error_code": self.error_code,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
+    """The session `ref` names: a saga id, or `last` (the tenant's newest proxy session). NotFound otherwise."""
+    authorize(actor, READ, "get")
+    if ref == LAST:
+        saga = proxy_sessions(actor).first()
+        if saga is None:
+            raise NotFound(
+                "NO_PROXY_SESSION",
+                "There is no proxy session yet. Route an MCP client through `semantic-saga proxy --config FILE` "
+                "(or /proxy/mcp) and make a call; each client session is recorded as a saga.",
+            )
+        return saga
+    saga = tenant_saga(actor, ref)
+    if not isinstance(saga.metadata, dict) or "proxy" not in saga.metadata:
+        raise NotFound(
+            "NOT_A_PROXY_SESSION",
+            f"Saga {saga.id} is not a proxy session. `semantic-saga status` lists the sessions.",
+        )
+    return saga
+
+
+def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:
+    """The session's proxied calls in order, optionally only one tool's or one status's."""
+    authorize(actor, READ, "get")
+    steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
+    if status:
+        steps = steps.filter(status=status.upper())
+    rows = [ledger_row(step) for step in steps]
+    return [row for row in rows if not tool or row.tool == tool]
+
+
+def ledger_row(step: Step) -> LedgerRow:
+    proxy = (step.action_definition or {}).get("proxy", {})
+    result = step.result if isinstance(step.result, dict) else {}
+    error = step.error if isinstance(step.error, dict) else {}
+    duration = result.get("duration_ms", error.get("duration_ms"))
+    size = result.get("size_bytes", error.get("size_bytes"))
+    return LedgerRow(
+        seq=step.sequence,
+        tool=str(proxy.get("exposed_name") or proxy.get("tool", step.action)),
+        server=str(proxy.get("server", "")),
+        effect_class=str(proxy.get("class", "unknown")),
+        status=step.status.lower(),
+        duration_ms=float(duration) if isinstance(duration, int | float) else None,
+        result_bytes=int(size) if isinstance(size, int) else None,
+        id=str(step.id),
+        gate=str(proxy.get("gate", "")),
+        uncertain=step.uncertain_outcome,
+        error_code=str(error.get("code", "")),
+        created_at=step.created_at,
+    )
+
+
+@dataclass(frozen=True)
+class SessionLine:
+    """One line of `semantic-saga status`."""
+
+    id: str
+    status: str
+    preview: bool
+    client: str
+    calls: int
+    by_status: dict[str, int]
+    checkpoints: list[str]
+    created_at: datetime
+
+
+def session_lines(*, actor: Principal, limit: int = 20) -> list[SessionLine]:
+    """The tenant's newest proxy sessions with their call counts by status and their checkpoints."""
+    sagas = list(proxy_sessions(actor)[:limit])
+    counts: dict[Any, dict[str, int]] = {}
+    for row in (
+        Step.objects.filter(saga__in=sagas, action__startswith="proxy.")
+        .values("saga_id", "status")
+        .annotate(n=Count("id"))
+    ):
+        counts.setdefault(row["saga_id"], {})[row["status"].lower()] = row["n"]
+    marks: dict[Any, list[str]] = {}
+    for checkpoint in Checkpoint.objects.filter(saga__in=sagas).order_by("created_at"):
+        marks.setdefault(checkpoint.saga_id, []).append(checkpoint.name)
+    return [_line(saga, counts.get(saga.id, {}), marks.get(saga.id, [])) for saga in sagas]
+
+
+def _line(saga: Saga, by_status: dict[str, int], checkpoints: list[str]) -> SessionLine:
+    client = saga.metadata.get("proxy", {}).get("client", {}) if isinstance(saga.metadata, dict) else {}
+    name = " ".join(str(part) for part in (client.get("name"), client.get("version")) if part) or "unknown client"
+    return SessionLine(
+        id=str(saga.id),
+        status=saga.status,
+        preview=saga.preview,
+        client=name,
+        calls=sum(by_status.values()),
+        by_status=by_status,
+        checkpoints=checkpoints,
+        created_at=saga.created_at,
+    )
+
+
+def session_checkpoint(*, actor: Principal, saga: Saga, label: str) -> Checkpoint:
+    """The session's checkpoint named `label` (the latest of that name). NotFound naming the ones there are."""
+    authorize(actor, READ, "get")
+    found = Checkpoint.objects.filter(saga=saga, name=label).order_by("-created_at").first()
+    if found is None:
+        names = list(Checkpoint.objects.filter(saga=saga).order_by("created_at").values_list("name", flat=True))
+        there = f"its checkpoints are {', '.join(names)}" if names else "it has no checkpoint"
+        raise NotFound(
+            "CHECKPOINT_NOT_FOUND",
+            f"Session {saga.id} has no checkpoint {label!r}; {there}. `semantic-saga checkpoint LABEL` marks one.",
+        )
+    return found

@@ -1,0 +1,216 @@
+"""`semantic-saga undo`, `ledger`, `checkpoint` and `status` on a real session: the official mcp client drives the
+demo world (Streamable HTTP) through the journaled proxy with the demo pack; undo runs the declared inverses with
+`<step id>:rollback` keys and restores the world (a created contact deleted, an updated one restored from its
+captured pre-state, a deleted one recreated under its id), lists the email as C and the transfer as I, and refuses
+an inverse whose state drifted unless --force."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from django.core.management import call_command
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from sagas.management.terminal import Paint, colour_enabled
+from sagas.models import Saga, Step
+from sagas.protocols.proxy.runtime import journaled
+from tests.proxy.agent import connect, text
+from tests.proxy.conftest import EXAMPLES
+from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+Call = tuple[str, dict[str, Any]]
+SESSION_CALLS: list[Call] = [
+    ("get_contact", {"id": "c-1"}),
+    ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+    ("update_contact", {"id": "c-1", "email": "grace@new.example"}),
+    ("delete_contact", {"id": "c-2"}),
+    ("send_email", {"to": "ada@example.com", "subject": "Welcome", "body": "Hi"}),
+    ("transfer_funds", {"from_account": "acc-payroll", "to_account": "acc-vendor", "amount": 500}),
+]
+
+
+@pytest.fixture(autouse=True)
+def _acme(settings: Any) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
+
+
+def _world(demo: HttpDownstream) -> dict[str, Any]:
+    return dict(httpx.get(demo.url.removesuffix("/mcp") + "/world", timeout=10).json())
+
+
+def _before_session(demo: HttpDownstream) -> dict[str, Any]:
+    """The empty world with two contacts made directly (not through the proxy): Grace c-1 and Alan c-2."""
+    httpx.post(demo.url.removesuffix("/mcp") + "/reset", timeout=10).raise_for_status()
+    direct([("create_contact", {"name": "Grace", "email": "grace@example.com"}),
+            ("create_contact", {"name": "Alan", "email": "alan@example.com"})], demo)  # fmt: skip
+    return _world(demo)
+
+
+def direct(calls: list[Call], demo: HttpDownstream) -> None:
+    async def run() -> None:
+        async with Client(streamable_http_client(demo.url)) as client:
+            for tool, arguments in calls:
+                assert not (await client.call_tool(tool, arguments)).is_error
+
+    anyio.run(run)
+
+
+def through_the_proxy(tmp_path: Path, demo: HttpDownstream, calls: list[Call], checkpoint: str = "") -> Saga:
+    """One client session through the journaled proxy (the I gate opened: no operator in these tests)."""
+    config = config_file(
+        tmp_path,
+        {"demo": {"url": demo.url}},
+        packs=[str(EXAMPLES / "demo_pack.json")],
+        policy={"class": {"I": "allow"}},
+    )
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> None:
+            async with connect(served.url, "legacy") as client:
+                for index, (tool, arguments) in enumerate(calls):
+                    if checkpoint and index == len(calls) // 2:
+                        await anyio.to_thread.run_sync(_command, "checkpoint", checkpoint)
+                    answer = await client.call_tool(tool, arguments)
+                    assert not answer.is_error, text(answer)
+
+        anyio.run(session)
+    return Saga.objects.get(metadata__has_key="proxy")
+
+
+def _command(*args: str) -> str:
+    out = StringIO()
+    call_command(*args, stdout=out)
+    return out.getvalue()
+
+
+def _verdicts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(item["tool"], item["verdict"]) for item in report["items"]]
+
+
+def test_undo_restores_the_world_and_lists_what_it_cannot_undo(tmp_path: Path, demo_http: HttpDownstream):
+    before = _before_session(demo_http)
+    session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
+    # when
+    report = json.loads(_command("undo", "last", "--json"))
+    # then newest first: the transfer has no way back, the email needs a decision, the rest is undone
+    assert _verdicts(report) == [
+        ("transfer_funds", "no_way_back"),
+        ("send_email", "needs_decision"),
+        ("delete_contact", "undone"),
+        ("update_contact", "undone"),
+        ("create_contact", "undone"),
+        ("get_contact", "skipped"),
+    ]
+    after = _world(demo_http)
+    assert after["contacts"] == before["contacts"]  # Ada gone, Grace's email back, Alan back as c-2
+    assert len(after["outbox"]) == 1 and after["accounts"]["acc-vendor"] == 500  # C and I stay done
+    session.refresh_from_db()
+    assert session.status == "ROLLED_BACK" and report["status"] == "ROLLED_BACK"
+    # and every inverse carried its step's rollback key
+    undone = Step.objects.filter(saga=session, status="COMPENSATED")
+    keys = {call["idempotency_key"] for call in after["calls"]}
+    assert {f"{step.id}:rollback" for step in undone} <= keys and undone.count() == 3
+
+
+def test_a_dry_run_changes_nothing(tmp_path: Path, demo_http: HttpDownstream):
+    _before_session(demo_http)
+    session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS[1:3])
+    world = _world(demo_http)
+    report = json.loads(_command("undo", str(session.id), "--dry-run", "--json"))
+    assert _verdicts(report) == [("update_contact", "would_undo"), ("create_contact", "would_undo")]
+    assert report["items"][0]["inverse"] == {
+        "tool": "update_contact",
+        "arguments": {"id": "c-1", "name": "Grace", "email": "grace@example.com"},
+    }
+    assert _world(demo_http)["contacts"] == world["contacts"]
+    session.refresh_from_db()
+    assert session.status == "ACTIVE"
+
+
+def test_drift_refuses_the_inverse_until_forced(tmp_path: Path, demo_http: HttpDownstream):
+    before = _before_session(demo_http)
+    through_the_proxy(tmp_path, demo_http, [("update_contact", {"id": "c-1", "name": "Grace H."})])
+    # given someone changes the contact behind the proxy's back
+    direct([("update_contact", {"id": "c-1", "email": "grace@elsewhere.example"})], demo_http)
+    # when undone without --force
+    with pytest.raises(SystemExit) as exited:
+        _command("undo")
+    # then the inverse is refused, nothing changed, and the session says so
+    assert exited.value.code == 1
+    assert _world(demo_http)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
+    assert Saga.objects.get(metadata__has_key="proxy").status == "ROLLBACK_FAILED"
+    # and with --force the captured values are written back
+    shown = _command("undo", "--force")
+    assert "update_contact" in shown and "undone" in shown and "ROLLED_BACK" in shown
+    assert _world(demo_http)["contacts"]["c-1"] == before["contacts"]["c-1"]
+
+
+def test_undo_to_a_checkpoint_keeps_what_came_before(tmp_path: Path, demo_http: HttpDownstream):
+    _before_session(demo_http)
+    calls: list[Call] = [
+        ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+        ("create_contact", {"name": "Lin", "email": "lin@example.com"}),
+    ]
+    through_the_proxy(tmp_path, demo_http, calls, checkpoint="after-ada")
+    report = json.loads(_command("undo", "--to", "after-ada", "--json"))
+    assert _verdicts(report) == [("create_contact", "undone")] and report["checkpoint"] == "after-ada"
+    names = [contact["name"] for contact in _world(demo_http)["contacts"].values()]
+    assert names == ["Grace", "Alan", "Ada"]
+
+
+def test_ledger_rows_json_and_filters(tmp_path: Path, demo_http: HttpDownstream):
+    _before_session(demo_http)
+    session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
+    # the table: one line per call with its class and status, no colour in a buffer
+    shown = _command("ledger")
+    lines = shown.splitlines()
+    assert lines[0].startswith(f"session {session.id}")
+    assert lines[1].split() == ["seq", "tool", "server", "class", "status", "duration", "result", "id"]
+    rows = [line.split() for line in lines[3:-1]]
+    assert [(row[1], row[3], row[4]) for row in rows] == [
+        ("get_contact", "read", "completed"),
+        ("create_contact", "R", "completed"),
+        ("update_contact", "R", "completed"),
+        ("delete_contact", "R", "completed"),
+        ("send_email", "C", "completed"),
+        ("transfer_funds", "I", "completed"),
+    ]
+    assert lines[-1] == "6 call(s); the session is ACTIVE" and "\033[" not in shown
+    # NDJSON: one object a line, with the full step id
+    objects = [json.loads(line) for line in _command("ledger", "--json").splitlines()]
+    assert [o["seq"] for o in objects] == [1, 2, 3, 4, 5, 6] and objects[1]["class"] == "R"
+    assert Step.objects.get(pk=objects[1]["id"]).saga_id == session.id and objects[1]["result_bytes"] > 0
+    # filters
+    assert [json.loads(x)["tool"] for x in _command("ledger", "--json", "--tool", "send_email").splitlines()] == [
+        "send_email"
+    ]
+    assert _command("ledger", "--json", "--status", "refused") == ""
+    # and status sums it up
+    status = _command("status")
+    assert str(session.id) in status and "6 completed" in status and "overall: ok" in status
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.MonkeyPatch):
+    class Terminal(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert colour_enabled(Terminal()) and not colour_enabled(StringIO())
+    assert Paint(True)("I", "red") == "\033[31mI\033[0m" and Paint(False)("I", "red") == "I"
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not colour_enabled(Terminal())
+
+
+def test_commands_without_a_session_say_what_to_do():
+    with pytest.raises(Exception, match="There is no proxy session yet"):
+        _command("ledger")
+    assert "No proxy session yet" in _command("status")
