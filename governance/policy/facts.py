@@ -48,6 +48,8 @@ class PolicyInput:
     saga_planned_nodes: int = 0
     saga_risk_units: int = 0
     requested_parallel: int = 0
+    # A proxied call only: its downstream tool's definition changed since the session began (a rug pull).
+    definition_changed: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The document sent to OPA and evaluated by Rego (sorted lists keep it deterministic)."""

@@ -187,5 +187,6 @@ def matches(match: dict[str, Any], facts: PolicyInput) -> bool:
         ("roles_all", lambda v: set(v) <= facts.roles),
         ("roles_none", lambda v: not facts.roles & set(v)),
         ("scopes_any", lambda v: bool(facts.scopes & set(v))),
+        ("definition_changed", lambda v: facts.definition_changed is bool(v)),
     ]
     return all(test(match[key]) for key, test in conditions if key in match)

@@ -75,6 +75,7 @@ def facts(tx: Tx, phase: str, pinned: Pinned | None, requested_parallel: int = 0
         saga_planned_nodes=Node.objects.filter(saga=tx.saga).count(),
         saga_risk_units=_risk_units(tx),
         requested_parallel=requested_parallel,
+        definition_changed=bool(pinned.definition.get("proxy", {}).get("definition_changed")) if pinned else False,
     )
 
 

@@ -202,4 +202,5 @@ def test_opa_sends_only_sanitized_facts(opa: FakeOpa):
         "saga_planned_nodes",
         "saga_risk_units",
         "requested_parallel",
+        "definition_changed",
     }

@@ -1,0 +1,168 @@
+"""Governance of proxied calls, exactly as of registered actions: the kill switch and tenant policy refuse with
+nothing forwarded (a changed tool definition is a fact policy can refuse on); classes are recorded with their
+source, traps included; a preview session forwards reads and records everything else DRY, leaving the world as it
+was, and the preview report shows it."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from governance.identity.principal import Principal, local_principal
+from governance.kill_switch import kill_switch_engage
+from sagas import coordinator
+from sagas.models import Saga, Step
+from sagas.protocols.proxy.runtime import journaled
+from sagas.selectors import preview_report
+from tests.proxy.agent import connect, text
+from tests.proxy.harness import TINY, HttpDownstream, config_file, serve_proxy, stdio
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ADMIN = local_principal(protocol="test", tenant_id="acme")
+EMAIL = {"to": "a@example.com", "subject": "hello", "body": "hi"}
+
+
+@pytest.fixture
+def use_policy(tmp_path: Path, settings: Any) -> Any:
+    def apply(rules: list[dict[str, Any]]) -> None:
+        document = {"schema_version": 1, "revision": "proxy-test", "default_effect": "allow",
+                    "tenants": {"acme": {"rules": rules}}}  # fmt: skip
+        path = tmp_path / "policy.json"
+        path.write_text(json.dumps(document))
+        settings.SAGA_POLICY_MODE = "json"
+        settings.SAGA_POLICY_FILE = str(path)
+
+    return apply
+
+
+def _world(demo_http: HttpDownstream) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{demo_http.port}/world") as answer:
+        return dict(json.loads(answer.read()))
+
+
+def _step(action: str) -> Step:
+    return Step.objects.get(action=action)
+
+
+def test_the_kill_switch_refuses_a_call_with_nothing_forwarded(tmp_path: Path, demo_http: HttpDownstream):
+    with serve_proxy(config_file(tmp_path, {"demo": {"url": demo_http.url}}), call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+            async with connect(served.url, "legacy") as client:
+                await client.call_tool("list_contacts", {})  # the session is open
+                await anyio.to_thread.run_sync(lambda: kill_switch_engage(actor=ADMIN, reason="incident 42"))
+                before = await anyio.to_thread.run_sync(_world, demo_http)
+                refused = await client.call_tool("send_email", EMAIL)
+                return refused, before, await anyio.to_thread.run_sync(_world, demo_http)
+
+        refused, before, after = anyio.run(scenario)
+
+    assert refused.is_error and "kill switch" in text(refused) and before == after
+    step = _step("proxy.demo.send_email")
+    assert step.status == "REFUSED" and step.error["code"] == "KILL_SWITCH_ENGAGED"
+
+
+def test_a_policy_deny_refuses_a_call_with_nothing_forwarded(tmp_path: Path, demo_http: HttpDownstream, use_policy):
+    use_policy([{"id": "no-mail", "effect": "deny", "match": {"actions": ["proxy.demo.send_email"]}}])
+    with serve_proxy(config_file(tmp_path, {"demo": {"url": demo_http.url}}), call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any]]:
+            async with connect(served.url, "legacy") as client:
+                before = await anyio.to_thread.run_sync(_world, demo_http)
+                refused = await client.call_tool("send_email", EMAIL)
+                return refused, before, await anyio.to_thread.run_sync(_world, demo_http)
+
+        refused, before, after = anyio.run(scenario)
+
+    assert refused.is_error and "no-mail" in text(refused) and before == after
+    assert refused.meta["io.semantic-saga/proxy"]["policy"]["rules"] == ["no-mail"]
+    assert _step("proxy.demo.send_email").error["code"] == "POLICY_DENIED"
+
+
+def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_began(use_policy):
+    use_policy([{"id": "rug-pull", "effect": "deny", "match": {"definition_changed": True}}])
+    session = coordinator.proxy_session_open(actor=ADMIN, session={"client": {"name": "t"}})
+    call = {
+        "server": "demo", "tool": "list_contacts", "exposed_name": "list_contacts",
+        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
+        "definition": {"name": "list_contacts", "inputSchema": {"type": "object"}},
+        "definition_hash": "b" * 64, "class": "read", "class_source": "annotation", "gate": "allow",
+    }  # fmt: skip
+    same = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    changed = {**call, "session_definition_hash": "a" * 64}
+    refused = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
+    assert same.outcome == "forward" and refused.outcome == "refused" and refused.code == "POLICY_DENIED"
+    assert Step.objects.get(pk=refused.step_id).action_definition["proxy"]["definition_changed"] is True
+
+
+def test_classes_are_recorded_with_their_source_including_the_traps(tmp_path: Path):
+    servers = {"tiny": stdio(TINY, "--journal-tools")}
+    config = config_file(tmp_path, servers, rules=[{"tool": "send_email", "class": "C", "reason": "mail is C"}],
+                         policy={"confirmTimeoutMs": 500})  # fmt: skip
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> dict[str, Any]:
+            async with connect(served.url, "legacy") as client:
+                return {
+                    "wipe_cache": await client.call_tool("wipe_cache", {}),
+                    "transfer_funds": await client.call_tool("transfer_funds", {"amount": 5}),
+                    "send_email": await client.call_tool("send_email", {"to": "a", "subject": "b"}),
+                }
+
+        answers = anyio.run(scenario)
+
+    def recorded(tool: str) -> tuple[str, str, str]:
+        proxy = Step.objects.get(action=f"proxy.tiny.{tool}").action_definition["proxy"]
+        return proxy["class"], proxy["class_source"], proxy["gate"]
+
+    # a mutating tool that claims readOnlyHint is taken at its word (read, by annotation) and forwarded
+    assert recorded("wipe_cache") == ("read", "annotation", "allow") and not answers["wipe_cache"].is_error
+    # an unannotated transfer_funds is I by its name, held, and denied when nobody confirms it
+    assert recorded("transfer_funds") == ("I", "heuristic", "confirm") and answers["transfer_funds"].is_error
+    assert _step("proxy.tiny.transfer_funds").status == "REFUSED"
+    assert recorded("send_email") == ("C", "rule", "allow")
+    snapshot = _step("proxy.tiny.send_email").action_definition
+    assert snapshot["semantic"]["reversibility"] == "irreversible" and snapshot["kind"] == "mcp"
+
+
+def test_preview_forwards_reads_records_the_rest_dry_and_leaves_the_world_unchanged(
+    tmp_path: Path, demo_http: HttpDownstream, operator: Principal
+):
+    config = config_file(tmp_path, {"demo": {"url": demo_http.url}}, preview=True)
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+            async with connect(served.url, "legacy") as client:
+                read = await client.call_tool("list_contacts", {})
+                before = await anyio.to_thread.run_sync(_world, demo_http)
+                answers = [
+                    read,
+                    await client.call_tool("create_contact", {"name": "Dry", "email": "dry@example.com"}),
+                    await client.call_tool("send_email", EMAIL),
+                    await client.call_tool("transfer_funds", {"from_account": "acc-payroll",
+                                                              "to_account": "acc-vendor", "amount": 9}),
+                ]  # fmt: skip
+                return answers, before, await anyio.to_thread.run_sync(_world, demo_http)
+
+        answers, before, after = anyio.run(scenario)
+
+    assert before == after  # nothing reached the world, its call log included
+    assert not answers[0].is_error and "contacts" in answers[0].structured_content
+    assert all("recorded, NOT executed" in text(answer) for answer in answers[1:])
+    session = Saga.objects.get(metadata__has_key="proxy")
+    assert session.preview
+    statuses = {step.action: step.status for step in Step.objects.filter(saga=session)}
+    assert statuses == {
+        "proxy.demo.list_contacts": "COMPLETED",
+        "proxy.demo.create_contact": "DRY",
+        "proxy.demo.send_email": "DRY",
+        "proxy.demo.transfer_funds": "DRY",
+    }
+    report = preview_report(actor=operator, saga_id=session.id)
+    transfer = next(item for item in report["items"] if item["action"] == "proxy.demo.transfer_funds")
+    assert transfer["outside_preview"] == "would wait for approval" and transfer["class"] == "irreversible"
