@@ -46,11 +46,14 @@ def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
     ]
     not_dry = saga.nodes.exclude(status=NodeStatus.DRY).order_by("position")
     pending = list(not_dry.values_list("key", "action", "status"))
+    # A proxy session in preview forwards reads (a blind agent cannot plan): they ran, and are counted apart.
+    reads = saga.steps.exclude(status=StepStatus.DRY).count()
     return {
         "saga_id": str(saga.id),
         "preview": True,
         "status": saga.status,
-        "summary": _summary(items, pending),
+        "summary": _summary(items, pending, reads),
+        "reads_executed": reads,
         "classes": _by_class(items),
         "items": items,
         "would_wait_for_approval": [_ref(i) for i in items if i["outside_preview"] == "would wait for approval"],
@@ -83,6 +86,8 @@ def _item(step: Step) -> dict[str, Any]:
         "budget": verdict.get("budget"),
         "request": verdict.get("request"),
         "has_compensation": has_compensation(step.action_definition) if step.action_definition else False,
+        # Proxied calls: the Sagaz class and the gate the call would have met (sagas.coordinator.proxied_calls).
+        "proxy": verdict.get("proxy"),
     }
 
 
@@ -113,10 +118,11 @@ def _by_class(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def _summary(items: list[dict[str, Any]], pending: list[Any]) -> str:
+def _summary(items: list[dict[str, Any]], pending: list[Any], reads: int = 0) -> str:
     outcomes = Counter(i["outside_preview"] for i in items)
     parts = [f"{count} {what}" for what, count in sorted(outcomes.items())]
-    text = f"Nothing reached the world. {len(items)} step(s) recorded dry" + (
+    executed = f"{reads} read(s) executed, " if reads else ""
+    text = f"Nothing reached the world. {executed}{len(items)} step(s) recorded dry" + (
         f": {'; '.join(parts)}." if parts else "."
     )
     if pending:

@@ -166,3 +166,6 @@ def test_preview_forwards_reads_records_the_rest_dry_and_leaves_the_world_unchan
     report = preview_report(actor=operator, saga_id=session.id)
     transfer = next(item for item in report["items"] if item["action"] == "proxy.demo.transfer_funds")
     assert transfer["outside_preview"] == "would wait for approval" and transfer["class"] == "irreversible"
+    assert transfer["proxy"] == {"class": "I", "class_source": "heuristic", "would_gate": "confirm"}
+    assert report["reads_executed"] == 1
+    assert report["summary"].startswith("Nothing reached the world. 1 read(s) executed, 3 step(s) recorded dry")
