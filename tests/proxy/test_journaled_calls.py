@@ -20,7 +20,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import saga_verify_audit
-from tests.proxy.agent import connect, text, tool_names
+from tests.proxy.agent import MODES, connect, text, tool_names
 from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,11 +41,14 @@ def _session() -> Saga:
     return Saga.objects.get(metadata__has_key="proxy")
 
 
-def test_a_forwarded_call_is_journaled_first_and_carries_its_step_id(tmp_path: Path, demo_http: HttpDownstream):
+@pytest.mark.parametrize("mode", MODES)
+def test_a_forwarded_call_is_journaled_first_and_carries_its_step_id(
+    tmp_path: Path, demo_http: HttpDownstream, mode: str
+):
     with serve_proxy(_config(tmp_path, demo_http), call_path=journaled) as served:
 
         async def scenario() -> list[dict[str, Any]]:
-            async with connect(served.url, "legacy") as client:
+            async with connect(served.url, mode) as client:
                 created = await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
                 assert not created.is_error, text(created)
                 return await _calls(client)
@@ -157,3 +160,26 @@ def test_a_hidden_tool_is_left_out_of_tools_list_and_refused_if_called(tmp_path:
 
     assert "post_tweet" not in names and "send_email" in names
     assert refused.is_error and Step.objects.get(action="proxy.demo.post_tweet").status == "REFUSED"
+
+
+def test_a_handshake_session_is_a_saga_from_initialize_and_stateless_calls_share_one(
+    tmp_path: Path, demo_http: HttpDownstream
+):
+    with serve_proxy(_config(tmp_path, demo_http), call_path=journaled) as served:
+
+        async def handshake() -> list[Saga]:
+            async with connect(served.url, "legacy") as client:
+                await client.list_tools()  # no call yet
+                return await anyio.to_thread.run_sync(lambda: list(Saga.objects.filter(metadata__has_key="proxy")))
+
+        async def stateless() -> None:
+            async with connect(served.url, "auto") as client:
+                await client.call_tool("list_contacts", {})
+                await client.call_tool("list_contacts", {})
+
+        (opened,) = anyio.run(handshake)
+        anyio.run(stateless)
+
+    assert opened.metadata["proxy"]["era"] == "2025-11-25" and not opened.steps.exists()
+    stateless_sessions = Saga.objects.filter(metadata__proxy__era="2026-07-28")
+    assert stateless_sessions.count() == 1 and stateless_sessions.get().steps.count() == 2

@@ -62,6 +62,10 @@ class CallPath(Protocol):
         """Whether tools/list leaves this downstream tool out for this caller (its gate is `hide`)."""
         ...
 
+    async def client_initialized(self, principal: Principal, client: ClientIdentity) -> None:
+        """A 2025-11-25 client finished its handshake (a stateless client never does)."""
+        ...
+
 
 class ForwardingCallPath:
     """Straight to the downstream session: nothing journaled, gated or held. A caller without the execute
@@ -74,6 +78,9 @@ class ForwardingCallPath:
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         return False  # nothing is gated on this path
+
+    async def client_initialized(self, principal: Principal, client: ClientIdentity) -> None:
+        return None  # nothing is journaled on this path
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         if not can(request.principal, EXECUTE):

@@ -10,6 +10,7 @@ journaled".
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,8 @@ from sagas.protocols.proxy.calls import (
 )
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
+
+logger = logging.getLogger("sagas.protocols.proxy")
 
 IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
 # How often a held call asks whether it was decided, and sends the client a progress notification.
@@ -68,7 +71,7 @@ class DurableCallPath:
                 f"{request.principal.principal_id} may read but not act (calling a tool needs the operator role)",
             )
         try:
-            session = await self._session(request)
+            session = await self._session(request.principal, request.client)
             facts = self._facts(request, session)
             begun = await self._op("proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts,
                                    arguments=request.arguments)  # fmt: skip
@@ -94,11 +97,19 @@ class DurableCallPath:
         where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
         return classify(tool.name, server, annotations, self.config.rules, entry is not None, inverse_source=where)
 
+    async def client_initialized(self, principal: Principal, client: ClientIdentity) -> None:
+        """A 2025-11-25 session's saga is opened at the handshake, so operators see it before its first call."""
+        if not can(principal, EXECUTE):
+            return  # a viewer's session journals nothing: each of its calls is refused
+        try:
+            await self._session(principal, client)
+        except ServiceError as refused:  # e.g. a kill switch engaged: its first call will say why
+            logger.warning("proxy session not opened client=%s: %s", client.client_name, refused.message)
+
     # --- sessions -------------------------------------------------------------------------------------------------
 
-    async def _session(self, request: ProxiedCall) -> Session:
-        client = request.client
-        key = f"{request.principal.principal_id}|{client.client_name or ''}" if client.stateless else client.key
+    async def _session(self, principal: Principal, client: ClientIdentity) -> Session:
+        key = f"{principal.principal_id}|{client.client_name or ''}" if client.stateless else client.key
         async with self._opening:
             session = self.sessions.get(key)
             now = time.monotonic()
@@ -112,7 +123,7 @@ class DurableCallPath:
                 "connection": key,
                 "config": str(self.config.path),
             }
-            opened = await self._op("proxy_session_open", request.principal, session=metadata,
+            opened = await self._op("proxy_session_open", principal, session=metadata,
                                     preview=self.config.preview)  # fmt: skip
             hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
             session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)

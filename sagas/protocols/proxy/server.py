@@ -250,7 +250,8 @@ def build_proxy_server(
         return types.EmptyResult()
 
     async def initialized(ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
-        clients.identity(ctx)  # remember the connection now: list_changed may come before its first request
+        client = clients.identity(ctx)  # remember the connection now: list_changed may come before its first request
+        await call_path.client_initialized(principal_for_request(), client)
 
     listen = ListenHandler(bus)
     server = ProxyServer(
