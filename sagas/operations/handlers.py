@@ -34,7 +34,7 @@ from sagas.operations.arguments import (
     SagaRef,
     TimelineArgs,
 )
-from sagas.selectors import shapes
+from sagas.selectors import proxy_ledger, shapes
 
 # --- sagas --------------------------------------------------------------------------------------------------------
 
@@ -74,6 +74,9 @@ def commit(actor: Principal, a: SagaRef) -> dict[str, Any]:
 
 
 def rollback(actor: Principal, a: RollbackArgs) -> dict[str, Any]:
+    if proxy_ledger.is_proxy_session(actor=actor, saga_id=a.saga_id):
+        # A proxy session is unwound as `semantic-saga undo` does it: C and I calls are listed, not failed.
+        return _saga(actor, coordinator.proxy_session_undo(actor=actor, saga_id=a.saga_id).saga_id)
     return _saga(actor, coordinator.saga_rollback(actor=actor, saga_id=a.saga_id, wait_seconds=a.wait_seconds).id)
 
 

@@ -16,7 +16,7 @@ from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Checkpoint, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
-from sagas.selectors.scope import tenant_saga
+from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 
 LAST = "last"
 
@@ -74,6 +74,14 @@ def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
             f"Saga {saga.id} is not a proxy session. `semantic-saga status` lists the sessions.",
         )
     return saga
+
+
+def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
+    """Whether `saga_id` is a proxy session of the actor's tenant (False for a missing one, or another tenant's:
+    the caller's own lookup then says it is not found)."""
+    authorize(actor, READ, "get")
+    pk = parse_uuid(saga_id)
+    return pk is not None and tenant_sagas(actor).filter(pk=pk, metadata__has_key="proxy").exists()
 
 
 def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:

@@ -18,8 +18,11 @@ from django.core.management import call_command
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from governance.identity.principal import local_principal
 from sagas.management.terminal import Paint, colour_enabled
 from sagas.models import Saga, Step
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from tests.proxy.agent import connect, text
 from tests.proxy.conftest import EXAMPLES
@@ -135,22 +138,43 @@ def test_a_dry_run_changes_nothing(tmp_path: Path, demo_http: HttpDownstream):
     assert session.status == "ACTIVE"
 
 
-def test_drift_refuses_the_inverse_until_forced(tmp_path: Path, demo_http: HttpDownstream):
+def test_drift_refuses_the_inverse_stops_the_walk_and_force_applies_it(tmp_path: Path, demo_http: HttpDownstream):
     before = _before_session(demo_http)
-    through_the_proxy(tmp_path, demo_http, [("update_contact", {"id": "c-1", "name": "Grace H."})])
+    calls: list[Call] = [
+        ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+        ("update_contact", {"id": "c-1", "name": "Grace H."}),
+    ]
+    through_the_proxy(tmp_path, demo_http, calls)
     # given someone changes the contact behind the proxy's back
     direct([("update_contact", {"id": "c-1", "email": "grace@elsewhere.example"})], demo_http)
     # when undone without --force
+    out = StringIO()
     with pytest.raises(SystemExit) as exited:
-        _command("undo")
-    # then the inverse is refused, nothing changed, and the session says so
+        call_command("undo", "--json", stdout=out)
+    # then the update's inverse is refused, the walk stops there (the create is left), nothing changed
+    report = json.loads(out.getvalue())
     assert exited.value.code == 1
+    assert _verdicts(report) == [("update_contact", "drifted"), ("create_contact", "left")]
+    assert "email changed since the call" in report["items"][0]["detail"]
     assert _world(demo_http)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
-    assert Saga.objects.get(metadata__has_key="proxy").status == "ROLLBACK_FAILED"
-    # and with --force the captured values are written back
+    assert "c-3" in _world(demo_http)["contacts"]
+    assert report["status"] == "ROLLBACK_FAILED" == Saga.objects.get(metadata__has_key="proxy").status
+    # and with --force the captured values are written back and the walk goes on
     shown = _command("undo", "--force")
-    assert "update_contact" in shown and "undone" in shown and "ROLLED_BACK" in shown
-    assert _world(demo_http)["contacts"]["c-1"] == before["contacts"]["c-1"]
+    assert "2 undone; the session is ROLLED_BACK" in shown
+    assert _world(demo_http)["contacts"] == before["contacts"]
+
+
+def test_the_tables_rollback_of_a_proxy_session_undoes_it_the_same_way(tmp_path: Path, demo_http: HttpDownstream):
+    before = _before_session(demo_http)
+    session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
+    # when the saga's rollback operation (the console's button, REST, MCP) is invoked on the session
+    answer = invoke(OPERATIONS["rollback_saga"], local_principal(tenant_id="acme"), {"saga_id": str(session.id)})
+    # then the inverses ran, and the email and the transfer are left as they are instead of failing the rollback
+    assert answer["status"] == "ROLLED_BACK"
+    assert _world(demo_http)["contacts"] == before["contacts"]
+    assert Step.objects.filter(saga=session, status="COMPENSATED").count() == 3
+    assert not Step.objects.filter(saga=session, status="COMPENSATION_FAILED").exists()
 
 
 def test_undo_to_a_checkpoint_keeps_what_came_before(tmp_path: Path, demo_http: HttpDownstream):
