@@ -135,7 +135,13 @@ SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000
 SAGA_ALLOWED_ORIGINS: list[str] = env.list("SAGA_ALLOWED_ORIGINS", default=[])
 # A proxy configuration file: when set, `serve` also serves the MCP proxy at /proxy/mcp (sagas.protocols.proxy).
 SAGA_PROXY_CONFIG: str = env.str("SAGA_PROXY_CONFIG", default="")
+# A stateless (2026-07-28) proxy client's session saga ends after this many seconds without a call.
+SAGA_PROXY_SESSION_IDLE_SECONDS: int = env.int("SAGA_PROXY_SESSION_IDLE_SECONDS", default=1800)
 
+if SAGA_PROXY_SESSION_IDLE_SECONDS < 1:
+    raise ImproperlyConfigured(
+        f"SAGA_PROXY_SESSION_IDLE_SECONDS must be at least 1 (got {SAGA_PROXY_SESSION_IDLE_SECONDS})."
+    )
 if SAGA_LEASE_SECONDS < 3:
     raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")
 if not 1 <= SAGA_EXECUTOR_THREADS <= 256:

@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from django.conf import settings
 
 from audit.models import AuditEvent
 from governance.identity.principal import local_principal
 from sagas.models import Node, Saga, Step
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
+from sagas.protocols.proxy.calls import ClientIdentity
+from sagas.protocols.proxy.config import load_proxy_config
+from sagas.protocols.proxy.downstream import DownstreamManager
+from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import saga_verify_audit
 from tests.proxy.agent import MODES, connect, text, tool_names
@@ -183,3 +189,19 @@ def test_a_handshake_session_is_a_saga_from_initialize_and_stateless_calls_share
     assert opened.metadata["proxy"]["era"] == "2025-11-25" and not opened.steps.exists()
     stateless_sessions = Saga.objects.filter(metadata__proxy__era="2026-07-28")
     assert stateless_sessions.count() == 1 and stateless_sessions.get().steps.count() == 2
+
+
+def test_a_stateless_client_idle_past_the_setting_gets_a_new_session(tmp_path: Path, demo_http: HttpDownstream):
+    config = load_proxy_config(_config(tmp_path, demo_http))
+    path = DurableCallPath(DownstreamManager(config), config)
+    client = ClientIdentity(key="k1", session_id=None, protocol_version="2026-07-28", stateless=True, client_name="a")
+
+    async def sessions() -> tuple[str, str, str]:
+        first = await path._session(OPERATOR, client)
+        again = await path._session(OPERATOR, replace(client, key="k2"))  # a stateless request: a fresh key
+        first.last_used -= settings.SAGA_PROXY_SESSION_IDLE_SECONDS + 1  # as if it had been idle that long
+        later = await path._session(OPERATOR, replace(client, key="k3"))
+        return first.saga_id, again.saga_id, later.saga_id
+
+    first, again, later = anyio.run(sessions)
+    assert first == again != later

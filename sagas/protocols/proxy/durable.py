@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import mcp.types as types
+from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
 from governance.errors import ServiceError
@@ -45,8 +46,6 @@ logger = logging.getLogger("sagas.protocols.proxy")
 IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
 # How often a held call asks whether it was decided, and sends the client a progress notification.
 HOLD_POLL_SECONDS = 0.5
-# A stateless (2026-07-28) client's session ends after this long without a call; its next call opens a new one.
-STATELESS_IDLE_SECONDS = 30 * 60.0
 
 
 @dataclass
@@ -113,7 +112,8 @@ class DurableCallPath:
         async with self._opening:
             session = self.sessions.get(key)
             now = time.monotonic()
-            if session is not None and not (client.stateless and now - session.last_used > STATELESS_IDLE_SECONDS):
+            idle = float(settings.SAGA_PROXY_SESSION_IDLE_SECONDS)
+            if session is not None and not (client.stateless and now - session.last_used > idle):
                 session.last_used = now
                 return session
             metadata = {
