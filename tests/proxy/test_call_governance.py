@@ -169,3 +169,24 @@ def test_preview_forwards_reads_records_the_rest_dry_and_leaves_the_world_unchan
     assert transfer["proxy"] == {"class": "I", "class_source": "heuristic", "would_gate": "confirm"}
     assert report["reads_executed"] == 1
     assert report["summary"].startswith("Nothing reached the world. 1 read(s) executed, 3 step(s) recorded dry")
+
+
+def test_a_result_is_journaled_scrubbed_of_secrets_and_truncated_with_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("PROXY_TEST_TOKEN", "s3cr3t-value-123")
+    tiny = stdio(TINY, "--journal-tools", env={"TOKEN": {"secret_ref": "env://PROXY_TEST_TOKEN"}})
+    config = config_file(tmp_path, {"tiny": tiny}, ledger={"maxResultBytes": 100})
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> Any:
+            async with connect(served.url, "legacy") as client:
+                return await client.call_tool("echo_env", {"name": "TOKEN"})
+
+        answer = anyio.run(scenario)
+
+    assert "s3cr3t-value-123" in text(answer)  # the agent gets exactly what the downstream said
+    step = _step("proxy.tiny.echo_env")
+    assert step.status == "COMPLETED" and "s3cr3t-value-123" not in json.dumps(step.result)
+    assert step.result["truncated"] is True and step.result["size_bytes"] > 400
+    assert len(step.result["result"]["prefix"].encode()) <= 100 and "[REDACTED]" in step.result["result"]["prefix"]

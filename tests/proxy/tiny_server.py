@@ -12,7 +12,8 @@ tools per page, so a client must follow the cursor.
 
 With `--journal-tools` it also offers the durable path's test tools: `hang` (never answers, and appends a line to
 the file `--called-file` names when it is called: a proxy killed mid-call), `wipe_cache` (mutates, yet claims
-readOnlyHint: a classification trap) and an unannotated `transfer_funds` (irreversible by its name).
+readOnlyHint: a classification trap), an unannotated `transfer_funds` (irreversible by its name) and
+`echo_env` (answers a variable's value: a secret that must not reach the journal).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ JOURNAL_TOOLS = [
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     _tool("transfer_funds", "Move money (no annotations at all).", amount="integer"),
+    _tool("echo_env", "Answer an environment variable's value and some padding (a careless tool).", name="string"),
 ]
 
 
@@ -142,6 +144,8 @@ def build_server(state: State) -> Server[Any]:
                 with open(state.called_file, "a", encoding="utf-8") as called:
                     called.write(json.dumps({"tool": "hang", "meta": dict(meta or {})}, default=str) + "\n")
             await anyio.sleep_forever()
+        if state.journal_tools and params.name == "echo_env":
+            return _text({"value": os.environ.get(args["name"], ""), "padding": "x" * 400})
         if state.journal_tools and params.name in ("wipe_cache", "transfer_funds"):
             return _text({"ran": params.name})
         if params.name in {tool.name for tool in state.added}:
