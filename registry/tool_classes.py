@@ -40,6 +40,18 @@ EffectClass = Literal["read", "R", "C", "I", "unknown"]
 EFFECT_CLASSES: tuple[EffectClass, ...] = ("read", "R", "C", "I", "unknown")
 ClassSource = Literal["rule", "declared_compensation", "annotation", "heuristic", "default"]
 
+# What a class means in a contract's terms (a proxied call's derived `kind: mcp` contract): C has no correction we
+# could run, so like I it is irreversible there; an R is `reversible` only with its declared inverse (the caller
+# says which), else `unknown`.
+CLASS_REVERSIBILITY: dict[str, str] = {
+    "read": "read_only",
+    "R": "reversible",
+    "C": "irreversible",
+    "I": "irreversible",
+    "unknown": "unknown",
+}
+CLASS_RISK: dict[str, str] = {"read": "low", "R": "low", "C": "medium", "I": "high", "unknown": "medium"}
+
 _READ_VERBS = ("list", "get", "read", "search", "find", "fetch", "query", "describe", "show", "count", "check", "view")
 # First word -> class, with the why that goes into the reason. Read verbs are handled apart (see _by_name).
 _VERB_TABLE: tuple[tuple[EffectClass, str, tuple[str, ...]], ...] = (

@@ -32,6 +32,7 @@ from typing import Any
 
 from registry.contracts import definition_hash, validate_contract
 from registry.errors import RegistryError
+from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.coordinator._actions import Pinned
 from sagas.errors import InvalidInput
 from sagas.models import Saga
@@ -39,8 +40,6 @@ from sagas.models import Saga
 PROXY_ACTION_PREFIX = "proxy."
 # The saga metadata key that makes a saga a proxy session (its value: client, config, era).
 SESSION_KEY = "proxy"
-REVERSIBILITY = {"read": "read_only", "R": "reversible", "C": "irreversible", "I": "irreversible", "unknown": "unknown"}
-RISK = {"read": "low", "R": "low", "C": "medium", "I": "high", "unknown": "medium"}
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 _LABEL_LIMIT = 200
 _DESCRIPTION_LIMIT = 2000
@@ -86,7 +85,7 @@ def _contract(call: dict[str, Any]) -> dict[str, Any]:
     server, tool, effect_class = str(call["server"]), str(call["tool"]), str(call["class"])
     inverse = call.get("inverse") or {}
     reversible = effect_class == "R" and "compensation" in inverse
-    reversibility = REVERSIBILITY.get(effect_class, "unknown")
+    reversibility = CLASS_REVERSIBILITY.get(effect_class, "unknown")
     if effect_class == "R" and not reversible:
         reversibility = "unknown"
     definition = call["definition"]
@@ -101,7 +100,7 @@ def _contract(call: dict[str, Any]) -> dict[str, Any]:
             "domain": "mcp-proxy",
             "operation": tool[:_LABEL_LIMIT],
             "resource": f"{server}/{tool}"[:_LABEL_LIMIT],
-            "risk": RISK.get(effect_class, "medium"),
+            "risk": CLASS_RISK.get(effect_class, "medium"),
             "reversibility": reversibility,
         },
         "input_schema": definition.get("inputSchema") or {"type": "object"},

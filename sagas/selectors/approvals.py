@@ -22,8 +22,10 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from audit.canonical import sha256_hex
+from audit.models import AuditEvent, EventType
 from governance.identity.principal import Principal
 from registry.models import ActionDefinition
+from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.models import Approval, Node
 from sagas.states import ApprovalStatus, NodeStatus
 
@@ -34,6 +36,10 @@ PREVIEW_CHARS = 80
 # requested_by values the coordinator stores (sagas.coordinator.approvals.approval_request).
 POLICY_PREFIX = "policy:"
 RETRY = "retry"
+# A call held by the MCP proxy: its approval's requested_by, action prefix and node key prefix.
+PROXY_REQUEST = "proxy:"
+PROXY_PREFIX = "proxy."
+HELD_KEY = "proxy-call-"
 
 CONSEQUENCE = {
     "reversible": "reversible — undone by {call}",
@@ -194,7 +200,23 @@ def _contracts(nodes: list[Node]) -> dict[tuple[str, str], dict[str, Any]]:
     for action, version in pairs:
         query |= Q(action_id=action, version=version)
     rows = ActionDefinition.objects.filter(query).values_list("action_id", "version", "definition")
-    return {(a, v): dict(d) for a, v, d in rows}
+    return {(a, v): dict(d) for a, v, d in rows} | _held_proxied_calls(nodes)
+
+
+def _held_proxied_calls(nodes: list[Node]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A call held by the MCP proxy has no registry row: what the approver judges comes from its planning's audit
+    facts (server, tool, class, gate), as the contract its step will pin says it (sagas.coordinator._proxy_contract)."""
+    held = {str(n.id): n for n in nodes if n.action.startswith(PROXY_PREFIX) and (n.key or "").startswith(HELD_KEY)}
+    if not held:
+        return {}
+    planned = AuditEvent.objects.filter(event_type=EventType.NODE_PLANNED, node_id__in=list(held))
+    contracts = {}
+    for node_id, data in planned.values_list("node_id", "data"):
+        node, effect_class = held[node_id], str(data.get("class", "unknown"))
+        semantic = {"risk": CLASS_RISK.get(effect_class, "medium"), "reversibility": CLASS_REVERSIBILITY.get(
+            effect_class, "unknown") if effect_class != "R" else "unknown"}  # fmt: skip
+        contracts[(node.action, node.action_version)] = {"semantic": semantic, "proxy": dict(data)}
+    return contracts
 
 
 def _first_reasons(retried: list[Approval]) -> dict[uuid.UUID, str]:
@@ -219,6 +241,14 @@ def _requirement(
     source = (first_reason or ("contract" if contract_gate else "caller")) if retried else approval.requested_by
     pinned = f"{node.action}@{node.action_version}"
     rules: tuple[str, ...] = ()
+    if source.startswith(PROXY_REQUEST) and contract is not None and "proxy" in contract:
+        facts = contract["proxy"]
+        gate = f"gate {facts.get('gate')} ({source[len(PROXY_REQUEST) :]})"
+        because = (
+            f"the MCP proxy holds this call of {facts.get('tool')} on {facts.get('server')} for confirmation: "
+            f"class {facts.get('class')} (by {facts.get('class_source')}), {gate}"
+        )
+        return "proxy", (), because
     if source.startswith(POLICY_PREFIX):
         required_by = "policy"
         rules = tuple(r for r in source[len(POLICY_PREFIX) :].split(",") if r)

@@ -133,6 +133,9 @@ def test_an_operator_approves_the_held_call_in_the_console(tmp_path: Path, demo_
     answer, sent = _transfer_while(tmp_path, demo_http, operator)
 
     assert "proxy.demo.transfer_funds" in seen["queue"] and seen["decided"] == 302
+    # the approver reads what the proxy decided: the class, its source and the gate
+    assert "the MCP proxy holds this call of transfer_funds on demo for confirmation: class I" in seen["queue"]
+    assert "irreversible — no undo" in seen["queue"]
     assert not answer.is_error and sent == ["transfer_funds"]
 
 
