@@ -88,6 +88,12 @@ def proxy_session_undo(
     if dry_run:
         items = tuple(_dry(step, force) for step in steps)
         return UndoReport(str(saga.id), saga.status, True, to_checkpoint, items)
+    if rollback.in_flight(saga):
+        raise InvalidTransition(
+            "UNDO_BUSY",
+            f"Session {saga.id} has a call in flight, so nothing was undone and nothing changed. Run the undo "
+            "again once the call has finished (`semantic-saga ledger` shows it as executing until then).",
+        )
     pk = rollback._request(actor, saga.id)
     fence = rollback._start(actor, pk)
     if fence is None:

@@ -238,3 +238,29 @@ def test_commands_without_a_session_say_what_to_do():
     with pytest.raises(Exception, match="There is no proxy session yet"):
         _command("ledger")
     assert "No proxy session yet" in _command("status")
+
+
+def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
+    actor = local_principal(tenant_id="acme")
+    session = invoke(OPERATIONS["proxy_session_open"], actor, {"session": {"client": {"name": "t"}}})
+    facts = {
+        "server": "demo",
+        "tool": "create_contact",
+        "exposed_name": "create_contact",
+        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
+        "definition": {"name": "create_contact", "inputSchema": {"type": "object"}},
+        "definition_hash": "0" * 64,
+        "class": "unknown",
+        "gate": "allow",
+    }
+    begun = invoke(
+        OPERATIONS["proxy_call_begin"], actor, {"saga_id": session["saga_id"], "call": facts, "arguments": {}}
+    )
+    assert begun["outcome"] == "forward"  # journaled EXECUTING, its lease kept alive by this process
+    try:
+        with pytest.raises(Exception, match=r"UNDO_BUSY: .* has a call in flight, so nothing was undone"):
+            _command("undo", session["saga_id"])
+        assert Saga.objects.get(pk=session["saga_id"]).status == "ACTIVE"
+    finally:
+        finish = {"saga_id": session["saga_id"], "step_id": begun["step_id"], "outcome": {"kind": "not_sent"}}
+        invoke(OPERATIONS["proxy_call_finish"], actor, finish)
