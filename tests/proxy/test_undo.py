@@ -264,3 +264,20 @@ def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
     finally:
         finish = {"saga_id": session["saga_id"], "step_id": begun["step_id"], "outcome": {"kind": "not_sent"}}
         invoke(OPERATIONS["proxy_call_finish"], actor, finish)
+
+
+def test_a_failed_capture_read_sends_nothing(tmp_path: Path, demo_http: HttpDownstream):
+    _before_session(demo_http)
+    config = config_file(tmp_path, {"demo": {"url": demo_http.url}}, packs=[str(EXAMPLES / "demo_pack.json")])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> Any:
+            async with connect(served.url, "legacy") as client:
+                return await client.call_tool("delete_contact", {"id": "c-404"})
+
+        answer = anyio.run(session)
+    # the capture (get_contact) found nothing, so the delete was never sent, and the agent is told so
+    assert answer.is_error and "the capture read get_contact" in text(answer)
+    assert [call["tool"] for call in _world(demo_http)["calls"]][-1] == "get_contact"
+    step = Step.objects.get(action="proxy.demo.delete_contact")
+    assert step.status == "FAILED" and step.error["sent"] is False
