@@ -168,6 +168,14 @@ def test_a_hidden_tool_is_left_out_of_tools_list_and_refused_if_called(tmp_path:
     assert refused.is_error and Step.objects.get(action="proxy.demo.post_tweet").status == "REFUSED"
 
 
+def _sessions_once_opened() -> list[Saga]:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not (sessions := list(Saga.objects.filter(metadata__has_key="proxy"))):
+        assert time.monotonic() < deadline, "no session saga was opened at the handshake"
+        time.sleep(0.05)
+    return sessions
+
+
 def test_a_handshake_session_is_a_saga_from_initialize_and_stateless_calls_share_one(
     tmp_path: Path, demo_http: HttpDownstream
 ):
@@ -176,7 +184,8 @@ def test_a_handshake_session_is_a_saga_from_initialize_and_stateless_calls_share
         async def handshake() -> list[Saga]:
             async with connect(served.url, "legacy") as client:
                 await client.list_tools()  # no call yet
-                return await anyio.to_thread.run_sync(lambda: list(Saga.objects.filter(metadata__has_key="proxy")))
+                # notifications/initialized is handled beside the requests: wait for its session to appear
+                return await anyio.to_thread.run_sync(_sessions_once_opened)
 
         async def stateless() -> None:
             async with connect(served.url, "auto") as client:
