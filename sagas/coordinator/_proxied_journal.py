@@ -61,9 +61,14 @@ def refuse(
         tx.update(node, step=step)
     tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit_facts(facts)})
     return Begun(
-        "refused", str(tx.saga.id), step_id=str(step.id), node_id=str(node.id) if node else "", code=code,
-        reason=reason, facts=facts,
-    )  # fmt: skip
+        "refused",
+        str(tx.saga.id),
+        step_id=str(step.id),
+        node_id=str(node.id) if node else "",
+        code=code,
+        reason=reason,
+        facts=facts,
+    )
 
 
 def gate_facts(call: dict[str, Any]) -> dict[str, Any]:

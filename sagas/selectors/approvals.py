@@ -213,8 +213,11 @@ def _held_proxied_calls(nodes: list[Node]) -> dict[tuple[str, str], dict[str, An
     contracts = {}
     for node_id, data in planned.values_list("node_id", "data"):
         node, effect_class = held[node_id], str(data.get("class", "unknown"))
-        semantic = {"risk": CLASS_RISK.get(effect_class, "medium"), "reversibility": CLASS_REVERSIBILITY.get(
-            effect_class, "unknown") if effect_class != "R" else "unknown"}  # fmt: skip
+        # An R is reversible only through the inverse its step will pin; until it runs, say unknown.
+        semantic = {
+            "risk": CLASS_RISK.get(effect_class, "medium"),
+            "reversibility": CLASS_REVERSIBILITY.get(effect_class, "unknown") if effect_class != "R" else "unknown",
+        }
         contracts[(node.action, node.action_version)] = {"semantic": semantic, "proxy": dict(data)}
     return contracts
 

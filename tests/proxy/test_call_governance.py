@@ -30,8 +30,12 @@ EMAIL = {"to": "a@example.com", "subject": "hello", "body": "hi"}
 @pytest.fixture
 def use_policy(tmp_path: Path, settings: Any) -> Any:
     def apply(rules: list[dict[str, Any]]) -> None:
-        document = {"schema_version": 1, "revision": "proxy-test", "default_effect": "allow",
-                    "tenants": {"acme": {"rules": rules}}}  # fmt: skip
+        document = {
+            "schema_version": 1,
+            "revision": "proxy-test",
+            "default_effect": "allow",
+            "tenants": {"acme": {"rules": rules}},
+        }
         path = tmp_path / "policy.json"
         path.write_text(json.dumps(document))
         settings.SAGA_POLICY_MODE = "json"
@@ -88,11 +92,16 @@ def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_beg
     use_policy([{"id": "rug-pull", "effect": "deny", "match": {"definition_changed": True}}])
     session = coordinator.proxy_session_open(actor=ADMIN, session={"client": {"name": "t"}})
     call = {
-        "server": "demo", "tool": "list_contacts", "exposed_name": "list_contacts",
+        "server": "demo",
+        "tool": "list_contacts",
+        "exposed_name": "list_contacts",
         "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
         "definition": {"name": "list_contacts", "inputSchema": {"type": "object"}},
-        "definition_hash": "b" * 64, "class": "read", "class_source": "annotation", "gate": "allow",
-    }  # fmt: skip
+        "definition_hash": "b" * 64,
+        "class": "read",
+        "class_source": "annotation",
+        "gate": "allow",
+    }
     same = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
     changed = {**call, "session_definition_hash": "a" * 64}
     refused = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
@@ -102,8 +111,12 @@ def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_beg
 
 def test_classes_are_recorded_with_their_source_including_the_traps(tmp_path: Path):
     servers = {"tiny": stdio(TINY, "--journal-tools")}
-    config = config_file(tmp_path, servers, rules=[{"tool": "send_email", "class": "C", "reason": "mail is C"}],
-                         policy={"confirmTimeoutMs": 500})  # fmt: skip
+    config = config_file(
+        tmp_path,
+        servers,
+        rules=[{"tool": "send_email", "class": "C", "reason": "mail is C"}],
+        policy={"confirmTimeoutMs": 500},
+    )
     with serve_proxy(config, call_path=journaled) as served:
 
         async def scenario() -> dict[str, Any]:
@@ -144,9 +157,10 @@ def test_preview_forwards_reads_records_the_rest_dry_and_leaves_the_world_unchan
                     read,
                     await client.call_tool("create_contact", {"name": "Dry", "email": "dry@example.com"}),
                     await client.call_tool("send_email", EMAIL),
-                    await client.call_tool("transfer_funds", {"from_account": "acc-payroll",
-                                                              "to_account": "acc-vendor", "amount": 9}),
-                ]  # fmt: skip
+                    await client.call_tool(
+                        "transfer_funds", {"from_account": "acc-payroll", "to_account": "acc-vendor", "amount": 9}
+                    ),
+                ]
                 return answers, before, await anyio.to_thread.run_sync(_world, demo_http)
 
         answers, before, after = anyio.run(scenario)

@@ -182,8 +182,11 @@ def test_another_tenant_neither_sees_nor_decides_a_held_call(
         seen["cli"] = subprocess.run(
             [str(BIN / "semantic-saga"), "approve", str(node.id)],
             env={**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "globex"},
-            cwd=ROOT, capture_output=True, text=True, timeout=WAIT_SECONDS,
-        )  # fmt: skip
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=WAIT_SECONDS,
+        )
         _cli("deny", str(node.id))  # the owner tenant ends it
 
     answer, sent = _transfer_while(tmp_path, demo_http, operator)

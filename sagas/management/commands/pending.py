@@ -30,9 +30,15 @@ class Command(BaseCommand):
         now = timezone.now()
         if options["json"]:
             for call in held:
-                row = {"id": call.call_id, "session": call.saga_id, "tool": call.tool, "server": call.server,
-                       "class": call.effect_class, "arguments": call.arguments,
-                       "waited_seconds": round((now - call.requested_at).total_seconds(), 1)}  # fmt: skip
+                row = {
+                    "id": call.call_id,
+                    "session": call.saga_id,
+                    "tool": call.tool,
+                    "server": call.server,
+                    "class": call.effect_class,
+                    "arguments": call.arguments,
+                    "waited_seconds": round((now - call.requested_at).total_seconds(), 1),
+                }
                 self.stdout.write(json.dumps(row, sort_keys=True))
             return
         if not held:

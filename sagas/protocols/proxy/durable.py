@@ -72,8 +72,9 @@ class DurableCallPath:
         try:
             session = await self._session(request.principal, request.client)
             facts = self._facts(request, session)
-            begun = await self._op("proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts,
-                                   arguments=request.arguments)  # fmt: skip
+            begun = await self._op(
+                "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=request.arguments
+            )
         except ServiceError as refused:
             return refused_result(request, refused.message.rstrip("."))
         if begun["outcome"] == "held":
@@ -87,8 +88,9 @@ class DurableCallPath:
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and refused if called)."""
         found = self._classify(server, tool)
-        return hidden(found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "",
-                      self.config.gates)  # fmt: skip
+        return hidden(
+            found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "", self.config.gates
+        )
 
     def _classify(self, server: str, tool: types.Tool) -> Classification:
         annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
@@ -123,8 +125,7 @@ class DurableCallPath:
                 "connection": key,
                 "config": str(self.config.path),
             }
-            opened = await self._op("proxy_session_open", principal, session=metadata,
-                                    preview=self.config.preview)  # fmt: skip
+            opened = await self._op("proxy_session_open", principal, session=metadata, preview=self.config.preview)
             hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
             session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)
             return session
@@ -137,8 +138,14 @@ class DurableCallPath:
         where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
         found = self._classify(request.server, tool)
         client_name = request.client.client_name or ""
-        gate = gate_for(found.effect_class, request.tool, request.server, request.principal.tenant_id, client_name,
-                        self.config.gates)  # fmt: skip
+        gate = gate_for(
+            found.effect_class,
+            request.tool,
+            request.server,
+            request.principal.tenant_id,
+            client_name,
+            self.config.gates,
+        )
         return {
             "server": request.server,
             "tool": request.tool,
@@ -172,8 +179,9 @@ class DurableCallPath:
             while True:
                 decision = await self._op("proxy_call_decision", request.principal, **held)
                 if decision["decision"] == "approved":
-                    return await self._op("proxy_call_release", request.principal, **held, call=facts,
-                                          arguments=request.arguments)  # fmt: skip
+                    return await self._op(
+                        "proxy_call_release", request.principal, **held, call=facts, arguments=request.arguments
+                    )
                 waited = time.monotonic() - started
                 if decision["decision"] != "pending" or waited >= timeout:
                     why = "timeout" if decision["decision"] in ("pending", "expired") else "denied"
@@ -189,8 +197,9 @@ class DurableCallPath:
     async def _withdraw(
         self, request: ProxiedCall, facts: dict[str, Any], held: dict[str, str], why: str
     ) -> dict[str, Any]:
-        return await self._op("proxy_call_withdraw", request.principal, **held, why=why, call=facts,
-                              arguments=request.arguments)  # fmt: skip
+        return await self._op(
+            "proxy_call_withdraw", request.principal, **held, why=why, call=facts, arguments=request.arguments
+        )
 
     # --- forwarding -----------------------------------------------------------------------------------------------
 
@@ -216,13 +225,19 @@ class DurableCallPath:
             return uncertain_result(request, str(lost))
         except MCPError as error:
             reason = f"the server answered with a protocol error: {error}"
-            await self._finish(request, begun, started, {**outcome, "kind": "answered", "is_error": True,
-                                                          "reason": reason})  # fmt: skip
+            await self._finish(
+                request, begun, started, {**outcome, "kind": "answered", "is_error": True, "reason": reason}
+            )
             raise
-        answer = self.downstreams.scrub(request.server, result.model_dump(by_alias=True, exclude_none=True,
-                                                                           mode="json"))  # fmt: skip
-        await self._finish(request, begun, started, {**outcome, "kind": "answered", "result": answer,
-                                                      "is_error": bool(result.is_error)})  # fmt: skip
+        answer = self.downstreams.scrub(
+            request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        )
+        await self._finish(
+            request,
+            begun,
+            started,
+            {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)},
+        )
         return result  # exactly what the downstream answered
 
     async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
@@ -250,8 +265,14 @@ class DurableCallPath:
     ) -> None:
         outcome["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
         with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
-            await self._op("proxy_call_finish", request.principal, saga_id=begun["saga_id"],
-                           step_id=begun["step_id"], fence=int(begun["fence"]), outcome=outcome)  # fmt: skip
+            await self._op(
+                "proxy_call_finish",
+                request.principal,
+                saga_id=begun["saga_id"],
+                step_id=begun["step_id"],
+                fence=int(begun["fence"]),
+                outcome=outcome,
+            )
 
     @staticmethod
     async def _op(name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
@@ -283,8 +304,15 @@ def _server_block(spec: ServerSpec) -> dict[str, Any]:
 
 
 def _meta(request: ProxiedCall, begun: dict[str, Any], outcome: str) -> dict[str, Any]:
-    return {PROXY_META_KEY: {"outcome": outcome, **begun.get("facts", {}), "code": begun.get("code", ""),
-                             "step_id": begun.get("step_id", ""), "saga_id": begun.get("saga_id", "")}}  # fmt: skip
+    return {
+        PROXY_META_KEY: {
+            "outcome": outcome,
+            **begun.get("facts", {}),
+            "code": begun.get("code", ""),
+            "step_id": begun.get("step_id", ""),
+            "saga_id": begun.get("saga_id", ""),
+        }
+    }
 
 
 def _refusal(request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
