@@ -29,12 +29,12 @@ EMAIL = {"to": "a@example.com", "subject": "hello", "body": "hi"}
 
 @pytest.fixture
 def use_policy(tmp_path: Path, settings: Any) -> Any:
-    def apply(rules: list[dict[str, Any]]) -> None:
+    def apply(rules: list[dict[str, Any]], **section: Any) -> None:
         document = {
             "schema_version": 1,
             "revision": "proxy-test",
             "default_effect": "allow",
-            "tenants": {"acme": {"rules": rules}},
+            "tenants": {"acme": {"rules": rules, **section}},
         }
         path = tmp_path / "policy.json"
         path.write_text(json.dumps(document))
@@ -103,6 +103,8 @@ def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_beg
         "gate": "allow",
     }
     same = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    finished = {"kind": "answered", "result": {"structuredContent": {}}}
+    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=same.step_id, fence=1, outcome=finished)
     changed = {**call, "session_definition_hash": "a" * 64}
     refused = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
     assert same.outcome == "forward" and refused.outcome == "refused" and refused.code == "POLICY_DENIED"
@@ -204,3 +206,23 @@ def test_a_result_is_journaled_scrubbed_of_secrets_and_truncated_with_its_size(
     assert step.status == "COMPLETED" and "s3cr3t-value-123" not in json.dumps(step.result)
     assert step.result["truncated"] is True and step.result["size_bytes"] > 400
     assert len(step.result["result"]["prefix"].encode()) <= 100 and "[REDACTED]" in step.result["result"]["prefix"]
+
+
+def test_a_tenant_budget_refuses_a_proxied_call_as_it_does_a_registered_action(use_policy):
+    use_policy([], budgets={"max_steps_per_saga": 1})
+    session = coordinator.proxy_session_open(actor=ADMIN, session={"client": {"name": "t"}})
+    call = {
+        "server": "demo",
+        "tool": "list_contacts",
+        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
+        "definition": {"name": "list_contacts", "inputSchema": {"type": "object"}},
+        "definition_hash": "c" * 64,
+        "class": "read",
+        "gate": "allow",
+    }
+    first = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    second = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    assert first.outcome == "forward"
+    finished = {"kind": "answered", "result": {"structuredContent": {}}}
+    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=finished)
+    assert second.outcome == "refused" and second.code == "POLICY_DENIED" and "max_steps_per_saga" in second.reason
