@@ -112,7 +112,7 @@ def serve_proxy(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with proxy.downstreams.running(), proxy.server.session_manager.run():
+        async with proxy.running(), proxy.server.session_manager.run():
             yield
 
     port = free_port()

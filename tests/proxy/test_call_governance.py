@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from django.db import connections
 
 from governance.identity.principal import Principal, local_principal
 from governance.kill_switch import kill_switch_engage
@@ -49,6 +50,13 @@ def _world(demo_http: HttpDownstream) -> dict[str, Any]:
         return dict(json.loads(answer.read()))
 
 
+def _engage_kill_switch() -> None:
+    try:
+        kill_switch_engage(actor=ADMIN, reason="incident 42")
+    finally:
+        connections.close_all()  # a worker thread's connection would keep the test database from being dropped
+
+
 def _step(action: str) -> Step:
     return Step.objects.get(action=action)
 
@@ -59,7 +67,7 @@ def test_the_kill_switch_refuses_a_call_with_nothing_forwarded(tmp_path: Path, d
         async def scenario() -> tuple[Any, dict[str, Any], dict[str, Any]]:
             async with connect(served.url, "legacy") as client:
                 await client.call_tool("list_contacts", {})  # the session is open
-                await anyio.to_thread.run_sync(lambda: kill_switch_engage(actor=ADMIN, reason="incident 42"))
+                await anyio.to_thread.run_sync(_engage_kill_switch)
                 before = await anyio.to_thread.run_sync(_world, demo_http)
                 refused = await client.call_tool("send_email", EMAIL)
                 return refused, before, await anyio.to_thread.run_sync(_world, demo_http)

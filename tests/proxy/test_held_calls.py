@@ -17,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connections
 from django.test import Client as ConsoleClient
 
 from governance.errors import ServiceError
@@ -56,12 +57,25 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _closing_connections(work: Callable[[], None]) -> Callable[[], None]:
+    """`work` for a thread of its own, which closes its database connection when done (the test database is
+    dropped at the end of the run, which an open connection would prevent)."""
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connections.close_all()
+
+    return run
+
+
 def _transfer_while(tmp_path: Path, demo_http: HttpDownstream, operator: Callable[[], None]) -> tuple[Any, list[str]]:
     """The agent calls transfer_funds (I: confirm by default) while `operator` runs in a thread; returns its answer
     and the tools the world saw called meanwhile."""
     config = config_file(tmp_path, {"demo": {"url": demo_http.url}})
     with serve_proxy(config, call_path=journaled) as served:
-        thread = threading.Thread(target=operator)
+        thread = threading.Thread(target=_closing_connections(operator))
         thread.start()
 
         async def scenario() -> tuple[Any, list[str]]:
@@ -148,7 +162,7 @@ def test_a_client_that_disconnects_cancels_its_held_call(
         async def scenario() -> None:
             async with connect(served.url, "legacy") as client, anyio.create_task_group() as group:
                 group.start_soon(client.call_tool, "transfer_funds", TRANSFER)
-                await anyio.to_thread.run_sync(_wait_for, _held, "the call to be held")
+                await anyio.to_thread.run_sync(_closing_connections(lambda: _wait_for(_held, "the call to be held")))
                 group.cancel_scope.cancel()  # the agent goes away while its call waits
 
         anyio.run(scenario)

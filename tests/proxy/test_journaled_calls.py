@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from django.conf import settings
+from django.db import connections
 
 from audit.models import AuditEvent
 from governance.identity.principal import local_principal
@@ -101,19 +102,23 @@ def test_a_blocked_tool_is_recorded_refused_and_never_forwarded(tmp_path: Path, 
 
 def _approve_when_held(decided: list[str]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        node = Node.objects.filter(key__startswith="proxy-call-", status="WAITING_APPROVAL").first()
-        if node is not None:
-            invoke(OPERATIONS["approve_saga_step"], OPERATOR, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
-            decided.append(str(node.id))
-            return
-        time.sleep(0.1)
+    try:
+        while time.monotonic() < deadline:
+            node = Node.objects.filter(key__startswith="proxy-call-", status="WAITING_APPROVAL").first()
+            if node is not None:
+                arguments = {"saga_id": str(node.saga_id), "node_id": str(node.id)}
+                invoke(OPERATIONS["approve_saga_step"], OPERATOR, arguments)
+                decided.append(str(node.id))
+                return
+            time.sleep(0.1)
+    finally:
+        connections.close_all()  # a thread of its own: the test database is dropped at the end of the run
 
 
 def test_a_confirmed_call_is_held_until_an_operator_approves_then_forwarded(tmp_path: Path, demo_http: HttpDownstream):
     with serve_proxy(_config(tmp_path, demo_http), call_path=journaled) as served:
         decided: list[str] = []
-        operator = threading.Thread(target=_approve_when_held, args=(decided,))
+        operator = threading.Thread(target=_approve_when_held, args=(decided,))  # closes its connection
         operator.start()
 
         async def scenario() -> Any:
@@ -170,10 +175,13 @@ def test_a_hidden_tool_is_left_out_of_tools_list_and_refused_if_called(tmp_path:
 
 def _sessions_once_opened() -> list[Saga]:
     deadline = time.monotonic() + WAIT_SECONDS
-    while not (sessions := list(Saga.objects.filter(metadata__has_key="proxy"))):
-        assert time.monotonic() < deadline, "no session saga was opened at the handshake"
-        time.sleep(0.05)
-    return sessions
+    try:
+        while not (sessions := list(Saga.objects.filter(metadata__has_key="proxy"))):
+            assert time.monotonic() < deadline, "no session saga was opened at the handshake"
+            time.sleep(0.05)
+        return sessions
+    finally:
+        connections.close_all()
 
 
 def test_a_handshake_session_is_a_saga_from_initialize_and_stateless_calls_share_one(
@@ -210,6 +218,7 @@ def test_a_stateless_client_idle_past_the_setting_gets_a_new_session(tmp_path: P
         again = await path._session(OPERATOR, replace(client, key="k2"))  # a stateless request: a fresh key
         first.last_used -= settings.SAGA_PROXY_SESSION_IDLE_SECONDS + 1  # as if it had been idle that long
         later = await path._session(OPERATOR, replace(client, key="k3"))
+        await path.aclose()
         return first.saga_id, again.saga_id, later.saga_id
 
     first, again, later = anyio.run(sessions)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from django.db import connections
 from django.db.models.functions import Now
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -58,7 +59,10 @@ def test_a_proxy_killed_mid_call_leaves_the_step_uncertain_and_never_resends_it(
     )
 
     def forwarded() -> bool:
-        return called.exists() and Step.objects.filter(action="proxy.tiny.hang", status="EXECUTING").exists()
+        try:
+            return called.exists() and Step.objects.filter(action="proxy.tiny.hang", status="EXECUTING").exists()
+        finally:
+            connections.close_all()  # polled from a worker thread: leave no connection open in it
 
     async def scenario() -> None:
         async with Client(stdio_client(params), mode="legacy") as client, anyio.create_task_group() as group:

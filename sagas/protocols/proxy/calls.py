@@ -66,6 +66,10 @@ class CallPath(Protocol):
         """A 2025-11-25 client finished its handshake (a stateless client never does)."""
         ...
 
+    async def aclose(self) -> None:
+        """The proxy stops: release what the path holds (database connections)."""
+        ...
+
 
 class ForwardingCallPath:
     """Straight to the downstream session: nothing journaled, gated or held. A caller without the execute
@@ -81,6 +85,9 @@ class ForwardingCallPath:
 
     async def client_initialized(self, principal: Principal, client: ClientIdentity) -> None:
         return None  # nothing is journaled on this path
+
+    async def aclose(self) -> None:
+        return None
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         if not can(request.principal, EXECUTE):

@@ -10,6 +10,7 @@ journaled".
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,6 @@ from registry.packs import tool_result_payload
 from registry.tool_classes import Classification, classify
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.orm import run_orm
 from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,
     ClientIdentity,
@@ -39,6 +39,7 @@ from sagas.protocols.proxy.calls import (
     uncertain_result,
 )
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -61,6 +62,7 @@ class DurableCallPath:
         self.config = config
         self.packs = config.packs.in_force(capture_enabled=config.capture)
         self.sessions: dict[str, Session] = {}
+        self.journal = Journal()
         self._opening = anyio.Lock()
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
@@ -274,9 +276,11 @@ class DurableCallPath:
                 outcome=outcome,
             )
 
-    @staticmethod
-    async def _op(name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
-        return await run_orm(invoke, OPERATIONS[name], principal, arguments)
+    async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
+        return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
+
+    async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self.journal.close)
 
 
 class CaptureFailed(Exception):

@@ -30,7 +30,7 @@ class ProxyHttpApp:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """For the server's lifespan: connect the downstreams, then accept clients."""
-        async with self.proxy.downstreams.running(), self.proxy.server.session_manager.run():
+        async with self.proxy.running(), self.proxy.server.session_manager.run():
             yield
 
 

@@ -6,8 +6,11 @@ Both ways of serving use this: `semantic-saga proxy` (stdio, the local operator)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+
+import anyio
 
 from governance.identity.principal import Principal
 from sagas.protocols.proxy.calls import CallPath, ForwardingCallPath
@@ -35,6 +38,17 @@ class Proxy:
     config: ProxyConfig
     downstreams: DownstreamManager
     server: ProxyServer
+    call_path: CallPath
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """Connected to the downstreams for the block; the call path is released when it ends."""
+        try:
+            async with self.downstreams.running():
+                yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.call_path.aclose()
 
 
 def build_proxy(
@@ -44,7 +58,8 @@ def build_proxy(
     call_path: CallPathFactory = forwarding,
     timing: Timing | None = None,
 ) -> Proxy:
-    """Everything but running: `async with proxy.downstreams.running():` connects, then serve `proxy.server`."""
+    """Everything but running: `async with proxy.running():` connects, then serve `proxy.server`."""
     downstreams = DownstreamManager(config, timing=timing)
-    server = build_proxy_server(downstreams, call_path(downstreams, config), principal_for_request)
-    return Proxy(config, downstreams, server)
+    path = call_path(downstreams, config)
+    server = build_proxy_server(downstreams, path, principal_for_request)
+    return Proxy(config, downstreams, server, path)
