@@ -45,6 +45,9 @@ from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 logger = logging.getLogger("sagas.protocols.proxy")
 
 IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
+# Client sessions one proxy process keeps in memory: far more than its live connections; a forgotten one's next
+# call opens a new session saga.
+SESSIONS_REMEMBERED = 10_000
 # How often a held call asks whether it was decided, and sends the client a progress notification.
 HOLD_POLL_SECONDS = 0.5
 
@@ -130,7 +133,15 @@ class DurableCallPath:
             opened = await self._op("proxy_session_open", principal, session=metadata, preview=self.config.preview)
             hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
             session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)
+            self._forget_oldest()
             return session
+
+    def _forget_oldest(self) -> None:
+        """Bound the sessions this process remembers (their sagas stay): the least recently used go first."""
+        excess = len(self.sessions) - SESSIONS_REMEMBERED
+        if excess > 0:
+            for key in sorted(self.sessions, key=lambda k: self.sessions[k].last_used)[:excess]:
+                del self.sessions[key]
 
     # --- facts ----------------------------------------------------------------------------------------------------
 
