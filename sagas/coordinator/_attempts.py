@@ -74,6 +74,12 @@ def new_step(
     tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: Node | None, fence: int, **lease: Any
 ) -> Step:
     """The write-ahead row: EXECUTING, first attempt, with the contract snapshot it runs under."""
+    return journal_step(tx, pinned, payload, node, status=StepStatus.EXECUTING, attempts=1, fence_token=fence, **lease)
+
+
+def journal_step(tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node: Node | None, **fields: Any) -> Step:
+    """A new step row of the saga, next in sequence, with the contract snapshot; `fields` set its status and the
+    rest (an EXECUTING attempt from new_step, a proxied call that was refused before it was sent, ...)."""
     step = Step(
         saga=tx.saga,
         sequence=tx.saga.next_sequence,
@@ -83,10 +89,7 @@ def new_step(
         action_definition_hash=pinned.definition_hash,
         action_definition=pinned.definition,
         input=payload,
-        status=StepStatus.EXECUTING,
-        attempts=1,
-        fence_token=fence,
-        **lease,
+        **fields,
     )
     step.save(force_insert=True)
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)

@@ -9,8 +9,9 @@ from typing import Any
 
 from audit.models import EventType as E
 from sagas.coordinator._actions import Pinned
+from sagas.coordinator._attempts import journal_step
 from sagas.coordinator._tx import Tx
-from sagas.models import Node, Step
+from sagas.models import Node
 from sagas.states import StepStatus
 
 # Leases this process keeps alive while a proxied call is out on the proxy's event loop, by step id.
@@ -42,21 +43,8 @@ def refuse(
     node: Node | None = None,
 ) -> Begun:
     """Journal a call that is not sent: a REFUSED step (linked to its held node, if any). Audit STEP_REFUSED."""
-    step = Step(
-        saga=tx.saga,
-        sequence=tx.saga.next_sequence,
-        node=node,
-        action=pinned.action,
-        action_version=pinned.version,
-        action_definition_hash=pinned.definition_hash,
-        action_definition=pinned.definition,
-        input=arguments,
-        status=StepStatus.REFUSED,
-        attempts=0,
-        error={"code": code, "message": reason, "uncertain": False, "sent": False},
-    )
-    step.save(force_insert=True)
-    tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
+    error = {"code": code, "message": reason, "uncertain": False, "sent": False}
+    step = journal_step(tx, pinned, arguments, node, status=StepStatus.REFUSED, attempts=0, error=error)
     if node is not None:
         tx.update(node, step=step)
     tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit_facts(facts)})
