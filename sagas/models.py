@@ -250,3 +250,48 @@ class A2ATask(models.Model):
 
     def __str__(self) -> str:
         return f"A2A task {self.id} {self.operation} ({self.state})"
+
+
+class McpTask(models.Model):
+    """An MCP task: a client's durable handle on one request answered later (2025-11-25 experimental tasks and the
+    2026-07-28 `io.modelcontextprotocol/tasks` extension), written by sagas.protocols.mcp_tasks only. Protocol
+    state, not saga state: `saga_id`/`node_id` say what the task waits on (a held proxied call's node), and the
+    coordinator decides that node through the operation table as for any other surface.
+
+    Scoped to the principal that created it (tasks/get, tasks/list, tasks/cancel of anyone else answer "not
+    found"). `result` is the answer the client will get (for a forwarded call, the downstream's result exactly as
+    it came, unscrubbed, which is why it never reaches audit, logs or the admin); the row goes after `expires_at`.
+    """
+
+    id = models.CharField(primary_key=True, max_length=64)  # the taskId (a random UUID)
+    tenant_id = models.CharField(max_length=200)
+    principal_id = models.CharField(max_length=200)
+    kind = models.CharField(max_length=60)  # who finishes it, e.g. "proxy.held_call" (mcp_tasks.TaskKind)
+    method = models.CharField(max_length=60, default="tools/call")  # the request the task answers
+    protocol_version = models.CharField(max_length=20)  # of the request that created it
+    saga_id = models.CharField(max_length=100, blank=True, default="")
+    node_id = models.CharField(max_length=100, blank=True, default="")
+    status = models.CharField(max_length=20)  # working | input_required | completed | failed | cancelled
+    status_message = models.TextField(blank=True, default="")
+    request = models.JSONField(default=dict)  # what its kind needs to finish it in any process
+    result = models.JSONField(null=True, blank=True)  # the request's result once terminal
+    error = models.JSONField(null=True, blank=True)  # the JSON-RPC error of a failed task
+    ttl_ms = models.BigIntegerField(null=True)
+    poll_interval_ms = models.PositiveIntegerField(default=1000)
+    # The process driving it toward its end (a lease it renews): another process takes over once it lapses.
+    driver = models.CharField(max_length=200, blank=True, default="")
+    driver_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField()
+    expires_at = models.DateTimeField(null=True)
+
+    class Meta:
+        indexes = [
+            # Serves tasks/list: one principal's tasks, newest first, keyset-paginated on (created_at, id).
+            models.Index(fields=["tenant_id", "principal_id", "-created_at", "-id"], name="mcp_task_owner_idx"),
+            # Serves the purge of expired tasks.
+            models.Index(fields=["expires_at"], name="mcp_task_expires_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"MCP task {self.id} ({self.status})"
