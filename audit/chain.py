@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from audit import statements
 from audit.canonical import sha256_hex
 from audit.models import AuditEvent
 
@@ -134,7 +135,7 @@ def append(
         event.event_hash = compute_hash(previous, event_body(event))
         previous = event.event_hash
         rows.append(event)
-    return AuditEvent.objects.bulk_create(rows)
+    return list(statements.insert(rows))
 
 
 def iter_events(saga_id: uuid.UUID | str) -> Iterator[AuditEvent]:

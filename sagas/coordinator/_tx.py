@@ -17,22 +17,22 @@ just before commit.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import models, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, models, transaction
 from django.utils import timezone
 
-from audit import chain, telemetry
+from audit import chain, statements, telemetry
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.models import KillSwitch
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Approval, Node, Saga, Step
-from sagas.selectors.scope import parse_uuid, tenant_sagas
+from sagas.selectors.scope import parse_uuid
 from sagas.states import can_transition
 
 _KIND_OF: dict[type[models.Model], str] = {Saga: "saga", Node: "node", Step: "step", Approval: "approval"}
@@ -102,7 +102,7 @@ class Tx:
                 "Read the saga again (get_saga) to see its current state.",
             )
         stamp = {"updated_at": timezone.now()} if type(obj) in _STAMPED else {}
-        changed = type(obj).objects.filter(pk=obj.pk, status=current).update(status=to, **stamp, **fields)
+        changed = statements.update(type(obj), obj.pk, {"status": to, **stamp, **fields}, expect_status=current)
         if changed != 1:
             raise StaleState(
                 message=f"The {kind} {obj.pk} is no longer {current}: another request changed it first. "
@@ -134,7 +134,7 @@ class Tx:
         if obj is self.saga and not any(hasattr(v, "resolve_expression") for v in fields.values()):
             self._saga_fields.update(fields)
         else:
-            type(obj).objects.filter(pk=obj.pk).update(updated_at=now, **fields)
+            statements.update(type(obj), obj.pk, {"updated_at": now, **fields})
         _apply(obj, fields)
         obj.updated_at = now
 
@@ -183,7 +183,7 @@ class Tx:
             self._saga_fields.update(audit_sequence=rows[-1].sequence, audit_head_hash=rows[-1].event_hash)
             self._drafts.clear()
         if self._saga_fields:
-            Saga.objects.filter(pk=self.saga.pk).update(updated_at=timezone.now(), **self._saga_fields)
+            statements.update(Saga, self.saga.pk, {"updated_at": timezone.now(), **self._saga_fields})
             _apply(self.saga, self._saga_fields)
             self._saga_fields.clear()
 
@@ -195,10 +195,35 @@ def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
             setattr(obj, name, value)
 
 
-def _with_kill_switch(query: models.QuerySet[Saga]) -> models.QuerySet[Saga]:
-    """Annotate `kill_switched`: a tenant-wide or saga switch is engaged (answered by the lock query itself)."""
-    scope = Q(saga_id__isnull=True) | Q(saga_id=OuterRef("pk"))
-    return query.annotate(kill_switched=Exists(KillSwitch.objects.filter(scope, tenant_id=OuterRef("tenant_id"))))
+def _lock(pk: uuid.UUID, tenant_id: str | None, *, skip_locked: bool = False) -> Saga | None:
+    """The saga row locked FOR NO KEY UPDATE (in the actor's tenant, unless `tenant_id` is None: the coordinator's
+    own sweeps), with `kill_switched` set: a tenant-wide or saga switch is engaged, answered by the same query."""
+    params: list[Any] = [statements.pk_param(Saga, pk)]
+    if tenant_id is not None:
+        params.append(tenant_id)
+    with connection.cursor() as cursor:
+        cursor.execute(_lock_sql(connection.vendor, tenant_id is not None, skip_locked), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    saga = statements.from_row(Saga, row)
+    saga.kill_switched = bool(row[-1])  # type: ignore[attr-defined]
+    return saga
+
+
+@functools.lru_cache(maxsize=8)
+def _lock_sql(vendor: str, scoped: bool, skip_locked: bool) -> str:
+    quote = connection.ops.quote_name
+    saga, switch = quote(Saga._meta.db_table), quote(KillSwitch._meta.db_table)
+    engaged = (
+        f"EXISTS (SELECT 1 FROM {switch} k WHERE k.{quote('tenant_id')} = s.{quote('tenant_id')} "
+        f"AND (k.{quote('saga_id')} IS NULL OR k.{quote('saga_id')} = s.{quote('id')}))"
+    )
+    where = f"s.{quote('id')} = %s" + (f" AND s.{quote('tenant_id')} = %s" if scoped else "")
+    sql = f"SELECT {statements.select_columns(Saga, 's')}, {engaged} FROM {saga} s WHERE {where}"
+    if connection.features.has_select_for_update:
+        sql += " " + connection.ops.for_update_sql(skip_locked=skip_locked, no_key=True)
+    return sql
 
 
 @contextmanager
@@ -212,7 +237,7 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
     with transaction.atomic(durable=True):
-        saga = _with_kill_switch(tenant_sagas(actor)).select_for_update(no_key=True).filter(pk=parsed).first()
+        saga = _lock(parsed, actor.tenant_id)
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
@@ -242,8 +267,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     from governance.identity.principal import system_principal
 
     with transaction.atomic(durable=True):
-        query = _with_kill_switch(Saga.objects.filter(pk=saga_id))
-        saga = query.select_for_update(no_key=True, skip_locked=skip_locked).first()
+        saga = _lock(saga_id, None, skip_locked=skip_locked)
         if saga is None:
             yield None
             return

@@ -10,6 +10,11 @@ A client session is a saga whose `metadata.proxy` says so (`proxy_session_open`)
     gate confirm, or policy requires approval -> a held node (sagas.coordinator.held_calls)
     otherwise                    -> step EXECUTING under a lease, before anything is sent (write-ahead)
 
+A protocol read (resources/read or prompts/get, `call["method"]`; sagas.protocols.proxy.reads) takes the same path
+as a call of class read with gate allow, so it is never dry and never held: one policy would hold is refused
+(READ_NEEDS_APPROVAL). Its failures are READ_ERROR (the downstream's error) and, as a read changes nothing, an
+answer lost is not an uncertain outcome.
+
 The proxy then forwards the call on its event loop with the step id as the idempotency key, while this process keeps
 the lease alive, and records the outcome (`proxied_call_finish`): COMPLETED with the downstream result (secrets
 scrubbed by the proxy, truncated past maxResultBytes with the original size kept) and the duration; FAILED for an
@@ -24,10 +29,12 @@ import json
 import uuid
 from typing import Any
 
+from audit import statements
 from audit.canonical import sha256_hex
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
+from governance.policy.facts import Decision
 from sagas.coordinator import _policy
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
@@ -81,12 +88,24 @@ def _decide(tx: Tx, pinned: Pinned, call: dict[str, Any], arguments: dict[str, A
         error = _policy.refusal(decision, f"calling {call['tool']} on {call['server']}")
         facts = {**gate_facts(call), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
         return refuse(tx, pinned, arguments, code=error.code, reason=error.message, facts=facts)
+    if call.get("method") and decision.effect == "require_approval":
+        return _unheld_read(tx, pinned, arguments, call, decision)
     if gate == "confirm" or decision.effect == "require_approval":
         source = "proxy:" + (str(call.get("gate_source", "")) if gate == "confirm" else "policy")
         return hold(tx, pinned, arguments, call, requested_by=source)
     step = new_step(tx, pinned, arguments, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
     tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit_facts(call)})
     return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=gate_facts(call))
+
+
+def _unheld_read(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], decision: Decision) -> Begun:
+    """A protocol read (resources/read, prompts/get) is never held: when policy would hold it, it is refused."""
+    reason = (
+        f"tenant policy requires an operator's approval for {call['tool']} on {call['server']} ({decision.reason}), "
+        f"and a {call['method']} cannot wait for one; an operator may change the policy rule"
+    )
+    facts = {**gate_facts(call), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
+    return refuse(tx, pinned, arguments, code="READ_NEEDS_APPROVAL", reason=reason, facts=facts)
 
 
 def proxied_call_finish(
@@ -103,7 +122,9 @@ def proxied_call_finish(
     handle = KEPT_LEASES.pop(step_pk, None)
     try:
         with locked_saga(saga_id, actor) as tx:
-            step = Step.objects.filter(pk=step_pk, saga=tx.saga).select_related("node").first()
+            step = statements.select_one(Step, step_pk, saga=tx.saga.pk)
+            if step is not None and step.node_id is not None:
+                step.node = statements.select_one(Node, step.node_id)
             if step is None:
                 raise NotFound("STEP_NOT_FOUND", f"Step {step_id} is not a step of saga {tx.saga.id}.")
             if _still_ours(tx, step, fence):
@@ -139,8 +160,11 @@ def _record(tx: Tx, step: Step, outcome: dict[str, Any]) -> None:
         if node is not None:
             tx.transition(node, NodeStatus.COMPLETED, event=E.NODE_COMPLETED, result=None, **release)
         return
-    uncertain = kind == "lost"
-    code = {"answered": "TOOL_ERROR", "not_sent": "DOWNSTREAM_UNAVAILABLE"}.get(str(kind), "ANSWER_LOST")
+    # A read by the protocol changed nothing, so an answer lost is not an uncertain outcome.
+    protocol_read = bool(step.action_definition.get("proxy", {}).get("method"))
+    uncertain = kind == "lost" and not protocol_read
+    answered = "READ_ERROR" if protocol_read else "TOOL_ERROR"
+    code = {"answered": answered, "not_sent": "DOWNSTREAM_UNAVAILABLE"}.get(str(kind), "ANSWER_LOST")
     error = {
         "code": code,
         "message": str(outcome.get("reason") or "the downstream tool answered with isError"),
@@ -159,8 +183,9 @@ def _record(tx: Tx, step: Step, outcome: dict[str, Any]) -> None:
 def _envelope(step: Step, outcome: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
     """The stored result: the mcp action's envelope shape ({"tool", "result"}) so compensation templates read
     `${result.x}` alike, plus what the proxy measured. Past maxResultBytes only a prefix of the text is kept."""
-    answer = outcome.get("result") or {}
-    payload = answer.get("structuredContent", answer.get("content")) if isinstance(answer, dict) else answer
+    answer = outcome.get("result") or None
+    # A tool's structuredContent, else its content blocks; a protocol read's whole answer (contents, messages).
+    payload = answer.get("structuredContent", answer.get("content", answer)) if isinstance(answer, dict) else answer
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
     size = len(text.encode("utf-8"))
     limit = int(outcome.get("max_result_bytes") or 65536)

@@ -1,0 +1,192 @@
+"""The hot path's row statements, with their SQL built once per shape instead of by the ORM on every call.
+
+Building a query is most of what a short coordinator transaction costs here: on this machine the ORM takes about
+0.8 ms to compile the saga lock query that PostgreSQL answers in 0.13 ms, and 0.3 ms to build a one-row UPDATE
+(docs/benchmarks.md, "Where the time goes"). These helpers write and read plain rows of any model with SQL text
+cached by (database, model, the columns involved), and values prepared exactly as the ORM prepares them
+(`Field.pre_save`, `Field.get_db_prep_save`, the backend's and the field's converters on the way back), so rows
+they write read back through the ORM unchanged and vice versa.
+
+What they leave to the ORM: relations, and any filter but the primary key (plus, for a compare-and-set, the status
+column). A database expression as a value (`Now() + lease`) is compiled by the ORM's own compiler, on its own.
+Statements still go through Django's cursor wrapper, so query counting (tests/sagas/test_hot_path_queries.py) and
+instrumentation see them.
+
+Lives in the audit app, the bottom layer, because the audit chain's inserts use it as well as the coordinator.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.db import connections, models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models.sql import Query
+from django.db.models.sql.compiler import SQLCompiler
+
+M = TypeVar("M", bound=models.Model)
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+
+
+def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
+    """INSERT the new rows `objs` (one model, primary keys already set) in one statement; like bulk_create, the
+    objects are then marked saved. auto_now and auto_now_add fields are stamped by their own pre_save."""
+    if not objs:
+        return objs
+    model = type(objs[0])
+    connection = connections[using]
+    compiler = _compiler(model, using)
+    placeholders: list[tuple[str, ...]] = []
+    params: list[Any] = []
+    for obj in objs:
+        row = [_value(field, field.pre_save(obj, True), connection, compiler) for field in _concrete_fields(model)]
+        placeholders.append(tuple(sql for sql, _ in row))
+        params.extend(param for _, values in row for param in values)
+    with connection.cursor() as cursor:
+        cursor.execute(_insert_sql(using, model, tuple(placeholders)), params)
+    for obj in objs:
+        obj._state.adding = False
+        obj._state.db = using
+    return objs
+
+
+def update(
+    model: type[models.Model],
+    pk: Any,
+    values: dict[str, Any],
+    *,
+    expect_status: str | None = None,
+    using: str = "default",
+) -> int:
+    """UPDATE one row by primary key (and, with `expect_status`, only while its status is that: a compare and
+    set); returns the rows changed. A model instance given for a foreign key writes its primary key; a database
+    expression (a lease deadline from the database's now()) is compiled as the ORM would."""
+    connection = connections[using]
+    compiler = _compiler(model, using)
+    assignments: list[tuple[str, str]] = []
+    params: list[Any] = []
+    for name, value in values.items():
+        field = model._meta.get_field(name)
+        assert isinstance(field, models.Field), f"{model.__name__}.{name} is a relation, not a column"
+        sql, found = _value(field, value, connection, compiler)
+        assignments.append((_column(field), sql))
+        params.extend(found)
+    params.append(pk_param(model, pk, using))
+    if expect_status is not None:
+        params.append(expect_status)
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(using, model, tuple(assignments), expect_status is not None), params)
+        return int(cursor.rowcount)
+
+
+def select_one(model: type[M], pk: Any, using: str = "default", **equal: Any) -> M | None:
+    """The row with primary key `pk` (and columns equal to `equal`, e.g. its saga), or None."""
+    connection = connections[using]
+    params = [pk_param(model, pk, using)]
+    for name, value in equal.items():
+        field = model._meta.get_field(name)
+        params.append(field.get_db_prep_value(value, connection))  # type: ignore[union-attr]
+    with connection.cursor() as cursor:
+        cursor.execute(_select_sql(using, model, tuple(equal)), params)
+        row = cursor.fetchone()
+    return None if row is None else from_row(model, row, using)
+
+
+def select_columns(model: type[models.Model], alias: str, using: str = "default") -> str:
+    """The column list of `model`'s concrete fields under table alias `alias`, in from_row's order."""
+    quote = connections[using].ops.quote_name
+    return ", ".join(f"{quote(alias)}.{quote(_column(field))}" for field in _concrete_fields(model))
+
+
+def from_row(model: type[M], row: Sequence[Any], using: str = "default") -> M:
+    """The model instance for a row whose first columns are select_columns(model, ...), converted as the ORM
+    converts them (JSON decoded, datetimes made aware, ...)."""
+    connection = connections[using]
+    names, converters = _readers(using, model)
+    values = []
+    for value, (field, field_converters) in zip(row, converters, strict=False):
+        for convert in field_converters:
+            value = convert(value, field, connection)
+        values.append(value)
+    return model.from_db(using, names, values)
+
+
+def pk_param(model: type[models.Model], pk: Any, using: str = "default") -> Any:
+    """A primary key value as the database expects it (a UUID is text on SQLite)."""
+    primary_key = model._meta.pk
+    assert primary_key is not None, f"{model.__name__} has no primary key"
+    return primary_key.get_db_prep_value(pk, connections[using])
+
+
+# --- the cached SQL -------------------------------------------------------------------------------------------------
+
+
+def _concrete_fields(model: type[models.Model]) -> list[models.Field[Any, Any]]:
+    return list(model._meta.concrete_fields)
+
+
+def _compiler(model: type[models.Model], using: str) -> SQLCompiler:
+    compiler: SQLCompiler = Query(model).get_compiler(using)
+    return compiler
+
+
+def _value(field: Any, value: Any, connection: BaseDatabaseWrapper, compiler: SQLCompiler) -> tuple[str, list[Any]]:
+    """One column's placeholder and parameters, as the ORM's insert and update compilers make them."""
+    if hasattr(value, "resolve_expression"):
+        sql, params = compiler.compile(value.resolve_expression(compiler.query, allow_joins=False, for_save=True))
+        return sql, list(params)
+    if isinstance(value, models.Model):
+        value = value.pk
+    return "%s", [field.get_db_prep_save(value, connection)]
+
+
+def _column(field: Any) -> str:
+    column = field.column
+    assert isinstance(column, str), f"{field} has no database column"
+    return column
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_sql(using: str, model: type[models.Model], rows: tuple[tuple[str, ...], ...]) -> str:
+    quote = connections[using].ops.quote_name
+    columns = ", ".join(quote(_column(field)) for field in _concrete_fields(model))
+    values = ", ".join("(" + ", ".join(row) + ")" for row in rows)
+    return f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _update_sql(
+    using: str, model: type[models.Model], assignments: tuple[tuple[str, str], ...], compare_status: bool
+) -> str:
+    quote = connections[using].ops.quote_name
+    meta = model._meta
+    changes = ", ".join(f"{quote(column)} = {placeholder}" for column, placeholder in assignments)
+    where = f"{quote(_column(meta.pk))} = %s"
+    if compare_status:
+        where += f" AND {quote(_column(meta.get_field('status')))} = %s"
+    return f"UPDATE {quote(meta.db_table)} SET {changes} WHERE {where}"
+
+
+@functools.lru_cache(maxsize=256)
+def _select_sql(using: str, model: type[models.Model], names: tuple[str, ...]) -> str:
+    quote = connections[using].ops.quote_name
+    meta = model._meta
+    where = " AND ".join(f"t.{quote(_column(meta.get_field(name)))} = %s" for name in names)
+    where = f"t.{quote(_column(meta.pk))} = %s" + (f" AND {where}" if where else "")
+    return f"SELECT {select_columns(model, 't', using)} FROM {quote(meta.db_table)} t WHERE {where}"
+
+
+@functools.lru_cache(maxsize=64)
+def _readers(
+    using: str, model: type[models.Model]
+) -> tuple[list[str], list[tuple[models.Field[Any, Any], list[Converter]]]]:
+    connection = connections[using]
+    names, converters = [], []
+    for field in _concrete_fields(model):
+        column = field.get_col(model._meta.db_table)
+        names.append(field.attname)
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converters.append((column, found))
+    return names, converters  # type: ignore[return-value]
