@@ -2,8 +2,9 @@
 
 Every proxied call costs two short transactions (begun, finished). Run like other ORM units (sagas.protocols.orm),
 each would open a fresh database connection, which on PostgreSQL costs more than the transaction itself; these
-threads keep theirs between calls (checked before each unit, so a connection the server dropped is replaced) and
-close them when the proxy stops.
+threads keep theirs between calls and close them when the proxy stops. A connection idle for a while is checked
+before its next unit (so one the server dropped is replaced); one used a moment ago is not, since the check is a
+round trip of its own on every call.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,6 +21,8 @@ from django.db import connections
 T = TypeVar("T")
 # Journal units in flight at once: a few, so one slow transaction does not queue every other client's call behind it.
 JOURNAL_THREADS = 4
+# A connection unused for longer than this is checked (SELECT 1) before it is used again.
+CHECK_AFTER_IDLE_SECONDS = 5.0
 
 _Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
 
@@ -61,20 +65,28 @@ class Journal:
                     thread.start()
 
     def _serve(self) -> None:
+        last_used = 0.0
         try:
             while (work := self._work.get()) is not None:
                 unit, loop, future = work
-                for connection in connections.all(initialized_only=True):
-                    if connection.connection is not None and not connection.is_usable():
-                        connection.close()  # the server dropped it: the unit's first query opens a new one
+                if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
+                    _drop_unusable_connections()
                 try:
                     result = unit()
                 except BaseException as error:  # handed to the awaiting coroutine, which raises it
                     loop.call_soon_threadsafe(_settle, future, None, error)
+                    last_used = 0.0  # it may have been the connection: check it before the next unit
                 else:
                     loop.call_soon_threadsafe(_settle, future, result, None)
+                    last_used = time.monotonic()
         finally:
             connections.close_all()
+
+
+def _drop_unusable_connections() -> None:
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and not connection.is_usable():
+            connection.close()  # the server dropped it: the unit's first query opens a new one
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
