@@ -6,7 +6,8 @@ hashed, so a database that re-renders timestamps cannot break verification.
 
 `data` is small and payload-free by contract: never action inputs or results, HTTP bodies, secrets, checkpoint data
 or approval reason text. Shapes per type: STEP_* {attempt, error_code?}, NODE_* {key?, depends_on?},
-APPROVAL_* {approval_id, requested_by?}, CHECKPOINT_CREATED {checkpoint_id, name}, SAGA_* / ROLLBACK_* {counts}.
+APPROVAL_* {approval_id, requested_by?}, CHECKPOINT_CREATED {checkpoint_id, name}, SAGA_* / ROLLBACK_* {counts},
+UNDO_REQUESTED {force, to_checkpoint, checkpoint_id}, UNDO_LISTED {verdict, class}.
 
 Operator changes (kill switch, action contracts, policy revision) are chained the same way in one control-plane
 chain per tenant (`audit.control_plane`): `saga_id` then holds the chain id uuid5(CONTROL_PLANE_NAMESPACE, tenant),
@@ -103,6 +104,10 @@ class EventType(models.TextChoices):
     STEP_DRY = "STEP_DRY"
     # Proxied calls (the MCP proxy): a call journaled and refused by a gate, policy, the kill switch or a person.
     STEP_REFUSED = "STEP_REFUSED"
+    # The undo of a proxy session: the options it was asked with (a resumed walk honours them), and each call it
+    # can only list (a C call needs an operator's decision, an I or unknown one has no way back).
+    UNDO_REQUESTED = "UNDO_REQUESTED"
+    UNDO_LISTED = "UNDO_LISTED"
     SAGA_PROMOTED = "SAGA_PROMOTED"
     # Control-plane chains (audit.control_plane): operator changes, not saga work.
     KILL_SWITCH_ENGAGED = "KILL_SWITCH_ENGAGED"

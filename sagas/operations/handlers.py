@@ -34,7 +34,7 @@ from sagas.operations.arguments import (
     SagaRef,
     TimelineArgs,
 )
-from sagas.selectors import proxy_ledger, shapes
+from sagas.selectors import shapes
 
 # --- sagas --------------------------------------------------------------------------------------------------------
 
@@ -74,9 +74,8 @@ def commit(actor: Principal, a: SagaRef) -> dict[str, Any]:
 
 
 def rollback(actor: Principal, a: RollbackArgs) -> dict[str, Any]:
-    if proxy_ledger.is_proxy_session(actor=actor, saga_id=a.saga_id):
-        # A proxy session is unwound as `semantic-saga undo` does it: C and I calls are listed, not failed.
-        return _saga(actor, coordinator.proxy_session_undo(actor=actor, saga_id=a.saga_id).saga_id)
+    # A proxy session is unwound by the coordinator as `semantic-saga undo` does it (C and I calls listed, not
+    # failed), with the options its undo recorded when this resumes one (sagas.coordinator._undo_walk).
     return _saga(actor, coordinator.saga_rollback(actor=actor, saga_id=a.saga_id, wait_seconds=a.wait_seconds).id)
 
 

@@ -1,0 +1,84 @@
+"""The drift check of a proxy session's undo (sagas.coordinator._undo_walk): before an inverse runs, the state its
+capture read is read again (the capture tool, key `<step id>:drift`) and compared with what the call left: the
+result's values for the captured fields, or, when the result does not carry them (a delete), the thing being absent.
+A difference means someone else changed it since, and the inverse is refused unless `force`.
+
+An inverse that was already sent once (its walk died or failed after sending it) may have been applied: the state
+the inverse restores (the captured pre-state) is then expected too, and the inverse is sent again with the same
+`<step id>:rollback` key, which the downstream answers without acting twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from registry.actions import InvocationContext
+from sagas import executor
+from sagas.models import Step
+
+_ABSENT = object()  # the capture read finds nothing: the thing does not exist (now)
+
+
+def drift(step: Step) -> str:
+    """Why the current state is not what `step` left ("" when it is, or when there is no capture to compare)."""
+    capture = step.action_definition.get("capture")
+    stored = step.result if isinstance(step.result, dict) else {}
+    pre_state = stored.get("pre_state")
+    if not isinstance(capture, dict) or not isinstance(pre_state, dict):
+        return ""
+    current, unreadable = _read_now(step, capture)
+    if unreadable:
+        return unreadable
+    left = _left_by(stored.get("result"), pre_state)
+    if _matches(current, left) or (step.compensation_attempts > 0 and _matches(current, pre_state)):
+        return ""
+    if current is _ABSENT:
+        return f"{capture['tool']} no longer finds it, though the call had left it"
+    if left is None:
+        return f"{capture['tool']} finds it again, though the call had removed it"
+    changed = sorted(key for key, value in left.items() if _field(current, key) != value)
+    return f"{', '.join(changed)} changed since the call (read with {capture['tool']})"
+
+
+def _read_now(step: Step, capture: dict[str, Any]) -> tuple[object, str]:
+    """The captured thing as it is now (_ABSENT when the tool answers an error), or why it could not be read."""
+    outcome = executor.perform(
+        _read_definition(step.action_definition, capture), _read_context(step), compensation=False
+    )
+    if outcome.ok:
+        return (outcome.result or {}).get("result"), ""
+    error = outcome.error or {}
+    if error.get("code") == "MCP_TOOL_ERROR":
+        return _ABSENT, ""
+    return None, f"the current state could not be read with {capture['tool']} ({error.get('message', 'unknown error')})"
+
+
+def _matches(current: object, expected: dict[str, Any] | None) -> bool:
+    """`expected` None means "absent"; otherwise every expected field has its value in `current`."""
+    if expected is None:
+        return current is _ABSENT
+    return current is not _ABSENT and all(_field(current, key) == value for key, value in expected.items())
+
+
+def _field(current: object, key: str) -> Any:
+    return current.get(key, _ABSENT) if isinstance(current, dict) else _ABSENT
+
+
+def _left_by(result: Any, pre_state: dict[str, Any]) -> dict[str, Any] | None:
+    """What the call left of the captured fields: the result's values when it answers all of them (an update
+    answers the thing as it is now), else None, meaning the thing is gone (a delete answers {"deleted": true})."""
+    if isinstance(result, dict) and all(key in result for key in pre_state):
+        return {key: result[key] for key in pre_state}
+    return None
+
+
+def _read_definition(snapshot: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
+    """The step's own contract, with its capture read as the only call (so it reaches the same server)."""
+    kept = {key: value for key, value in snapshot.items() if key not in ("proxy", "compensation", "capture")}
+    return {**kept, "forward": {"tool": capture["tool"], "arguments": capture.get("arguments", {})}}
+
+
+def _read_context(step: Step) -> InvocationContext:
+    return InvocationContext(
+        saga_id=str(step.saga_id), step_id=str(step.id), idempotency_key=f"{step.id}:drift", input=step.input
+    )

@@ -1,0 +1,228 @@
+"""The undo walk of a proxy session: what every rollback of a proxy session runs, whoever runs it.
+
+`semantic-saga undo` (sagas.coordinator.proxy_undo) runs it first; the rollback runner (sagas.coordinator.rollback
+`_run`) runs it for a proxy session too, so a walk resumed after its process died (the recovery sweep, a worker's
+nudge), the sweeper's retry of a ROLLBACK_FAILED session and the saga's rollback operation (console, REST, MCP,
+A2A) all unwind it the same way: R inverses run with `<step id>:rollback`, C and I calls are listed (UNDO_LISTED in
+the audit chain, once per call) instead of failing the rollback, reads are skipped, the drift check runs.
+
+The options an undo was asked with (`force`, `to_checkpoint`) are recorded in the transaction that requests the
+rollback (UNDO_REQUESTED), and every later walk of that rollback reads them back: a resumed walk refuses a drifted
+inverse exactly as the first one would have, and undoes no more than the calls after the checkpoint. A session is
+rolled back once (ROLLED_BACK is terminal), so the newest UNDO_REQUESTED always belongs to the rollback at hand; a
+rollback started without one (the rollback operation) walks the whole session without force.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.utils import timezone
+
+from audit.models import AuditEvent
+from audit.models import EventType as E
+from governance.identity.principal import Principal
+from registry.contracts import has_compensation
+from registry.errors import ActionFailure
+from registry.templating import render
+from sagas.coordinator._compensation import compensate, fail, runner_lost
+from sagas.coordinator._proxy_contract import PROXY_ACTION_PREFIX, is_proxy_session
+from sagas.coordinator._tx import Tx, locked_saga
+from sagas.coordinator._undo_drift import drift
+from sagas.errors import InvalidTransition
+from sagas.models import Checkpoint, Saga, Step
+from sagas.states import SagaStatus, StepStatus
+
+NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
+# Verdicts the walk records in the audit chain: what it leaves for a person, per call.
+LISTED = frozenset({"needs_decision", "no_way_back"})
+
+
+@dataclass(frozen=True)
+class UndoOptions:
+    """What the undo was asked: run drifted inverses anyway; walk only the calls after this checkpoint."""
+
+    force: bool = False
+    to_checkpoint: str = ""  # the label as asked (shown in the report)
+    checkpoint_id: str = ""  # the checkpoint that label named when the undo was asked
+
+
+@dataclass(frozen=True)
+class UndoItem:
+    """What the walk did (or, in a dry run, would do) with one proxied call."""
+
+    seq: int
+    step_id: str
+    tool: str
+    server: str
+    effect_class: str
+    # undone | would_undo | needs_decision | no_way_back | skipped | already_undone | drifted | failed | left
+    verdict: str
+    detail: str
+    inverse: dict[str, Any] | None = None  # {"tool", "arguments"} when an inverse is declared
+
+
+def is_session(saga_id: uuid.UUID) -> bool:
+    saga = Saga.objects.filter(pk=saga_id).only("metadata").first()
+    return saga is not None and is_proxy_session(saga)
+
+
+def recorder(options: UndoOptions) -> Callable[[Tx], None]:
+    """Records `options` (UNDO_REQUESTED) in the transaction that requests the rollback (rollback._request)."""
+
+    def record(tx: Tx) -> None:
+        saga = tx.saga
+        live = saga.lease_expires_at is not None and saga.lease_expires_at > timezone.now()
+        if saga.status == SagaStatus.ROLLING_BACK and live:
+            raise InvalidTransition(
+                "UNDO_BUSY",
+                f"Session {saga.id} is being undone by another runner right now, so this undo did not start and "
+                "nothing changed. Wait for it to finish (`semantic-saga status` shows the session), then look at "
+                "the result with `semantic-saga undo --dry-run`.",
+            )
+        data = {"force": options.force, "to_checkpoint": options.to_checkpoint, "checkpoint_id": options.checkpoint_id}
+        tx.record(E.UNDO_REQUESTED, status=saga.status, data=data)
+
+    return record
+
+
+def recorded_options(saga_id: uuid.UUID) -> UndoOptions:
+    """The options of the session's undo (the newest UNDO_REQUESTED), or the defaults when none was recorded."""
+    requests = AuditEvent.objects.filter(saga_id=saga_id, event_type=E.UNDO_REQUESTED)
+    event = requests.order_by("-sequence").only("data").first()
+    data = event.data if event is not None and isinstance(event.data, dict) else {}
+    return UndoOptions(
+        force=bool(data.get("force", False)),
+        to_checkpoint=str(data.get("to_checkpoint", "")),
+        checkpoint_id=str(data.get("checkpoint_id", "")),
+    )
+
+
+def steps_newest_first(saga_id: uuid.UUID, options: UndoOptions) -> list[Step]:
+    steps = Step.objects.filter(saga_id=saga_id, action__startswith=PROXY_ACTION_PREFIX).order_by("-sequence")
+    if options.checkpoint_id:
+        checkpoint = Checkpoint.objects.filter(pk=options.checkpoint_id, saga_id=saga_id).first()
+        if checkpoint is None:  # checkpoints are never deleted; refuse rather than undo more than was asked
+            raise InvalidTransition(
+                "CHECKPOINT_NOT_FOUND",
+                f"The undo of session {saga_id} was asked to stop at checkpoint {options.to_checkpoint!r}, which no "
+                "longer exists, so nothing more was undone. Run `semantic-saga undo` again with the checkpoint to "
+                "undo to.",
+            )
+        steps = steps.filter(created_at__gt=checkpoint.created_at)
+    return list(steps)
+
+
+def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions) -> list[UndoItem]:
+    """Walk the session newest-first under the runner's `fence`; the first inverse refused or failed stops it."""
+    items: list[UndoItem] = []
+    stopped = False
+    for step in steps_newest_first(saga_id, options):
+        verdict, detail = verdict_of(step)
+        if verdict in LISTED:
+            _list(actor, saga_id, fence, step, verdict)
+        if verdict != "would_undo":
+            items.append(item(step, verdict, detail))
+        elif stopped:
+            items.append(item(step, "left", "not undone: the walk stopped at a newer call's inverse"))
+        elif not options.force and (drifted := drift(step)):
+            _refuse_drifted(actor, saga_id, fence, step, drifted)
+            items.append(item(step, "drifted", f"inverse refused: {drifted}; undo --force runs it anyway"))
+            stopped = True
+        elif not compensate(actor, saga_id, step.id, fence):
+            break  # this runner lost its lease: the one that took over walks on
+        else:
+            step.refresh_from_db()
+            items.append(_outcome(step))
+            stopped = step.status != StepStatus.COMPENSATED
+    return items
+
+
+def _outcome(step: Step) -> UndoItem:
+    if step.status == StepStatus.COMPENSATED:
+        return item(step, "undone", "its inverse ran")
+    error = step.compensation_error or {}
+    return item(step, "failed", f"its inverse failed: {error.get('message', step.status)}")
+
+
+def verdict_of(step: Step) -> tuple[str, str]:
+    """What the walk does with `step`, before any call."""
+    effect_class = _proxy(step).get("class", "unknown")
+    if step.status == StepStatus.COMPENSATED:
+        return "already_undone", "undone by an earlier rollback"
+    if step.status in NOT_SENT:
+        return "skipped", f"{step.status.lower()}: it never reached the world"
+    if step.status == StepStatus.FAILED and not step.uncertain_outcome:
+        return "skipped", "failed: the tool answered an error or the call was never sent"
+    if effect_class == "read":
+        return "skipped", "a read: nothing to undo"
+    if has_compensation(step.action_definition):
+        return "would_undo", "its inverse would run"
+    if effect_class == "C":
+        return "needs_decision", "cannot be undone, only corrected afterwards: an operator decides what to do"
+    if effect_class == "I":
+        return "no_way_back", "irreversible: no way back once executed"
+    return "no_way_back", f"class {effect_class}: no inverse is declared (add a pack entry to make it undoable)"
+
+
+def item(step: Step, verdict: str, detail: str) -> UndoItem:
+    proxy = _proxy(step)
+    return UndoItem(
+        seq=step.sequence,
+        step_id=str(step.id),
+        tool=str(proxy.get("exposed_name") or proxy.get("tool", step.action)),
+        server=str(proxy.get("server", "")),
+        effect_class=str(proxy.get("class", "unknown")),
+        verdict=verdict,
+        detail=detail,
+        inverse=_inverse(step),
+    )
+
+
+def _inverse(step: Step) -> dict[str, Any] | None:
+    compensation = step.action_definition.get("compensation")
+    if not isinstance(compensation, dict):
+        return None
+    try:
+        arguments = render(compensation.get("arguments", {}), _scope(step), "compensation.arguments")
+    except ActionFailure as missing:
+        arguments = {"(cannot render)": missing.message}
+    return {"tool": compensation.get("tool"), "arguments": arguments}
+
+
+def _scope(step: Step) -> dict[str, Any]:
+    stored = step.result if isinstance(step.result, dict) else {}
+    return {"input": step.input, "result": stored.get("result"), "pre_state": stored.get("pre_state")}
+
+
+def _proxy(step: Step) -> dict[str, Any]:
+    section = step.action_definition.get("proxy", {})
+    return section if isinstance(section, dict) else {}
+
+
+def _list(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, verdict: str) -> None:
+    """UNDO_LISTED for a call the undo leaves for a person; once per call, so a resumed walk does not repeat it."""
+    with locked_saga(saga_id, actor) as tx:
+        if runner_lost(tx, fence, step):
+            return
+        listed = AuditEvent.objects.filter(saga_id=saga_id, event_type=E.UNDO_LISTED, step_id=str(step.id))
+        if not listed.exists():
+            data = {"verdict": verdict, "class": str(_proxy(step).get("class", "unknown"))}
+            tx.record(E.UNDO_LISTED, step=step, status=step.status, data=data)
+
+
+def _refuse_drifted(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, drifted: str) -> None:
+    with locked_saga(saga_id, actor) as tx:
+        step.refresh_from_db()
+        if runner_lost(tx, fence, step):
+            return
+        error = {
+            "code": "STATE_DRIFTED",
+            "message": f"The inverse was not run: {drifted}. Someone changed it after this call; check it, then run "
+            "the undo again with --force to apply the inverse anyway.",
+            "retryable": False,
+        }
+        fail(tx, step, error)
