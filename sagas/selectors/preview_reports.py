@@ -2,7 +2,9 @@
 
 Built from the saga's DRY steps (their verdicts and redacted requests), its nodes and contracts, and the audit
 chain's verdict. Shared by the MCP tool `get_preview_report`, the A2A operation, the REST endpoint, the admin
-screen and `semantic-saga preview_report`.
+screen and `semantic-saga preview_report`. A proxy session run dry is reported in the proxy's vocabulary instead
+(`grouping: "sagaz_class"`; sagas.selectors.proxy_preview_reports); every other preview by reversibility
+(`grouping: "reversibility"`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from governance.policy.engine import risk_units
 from registry.contracts import has_compensation
 from sagas.errors import InvalidTransition
 from sagas.models import Saga, Step
+from sagas.selectors import proxy_preview_reports as proxied
 from sagas.selectors.audit_trail import saga_verify_audit
 from sagas.selectors.sagas import saga_get
 from sagas.states import NodeStatus, StepStatus
@@ -41,28 +44,52 @@ def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
             "NOT_A_PREVIEW",
             f"Saga {saga.id} is not a preview saga; its steps really ran. get_saga_timeline shows what happened.",
         )
-    items = [
-        _item(step) for step in saga.steps.filter(status=StepStatus.DRY).select_related("node").order_by("sequence")
-    ]
+    steps = list(saga.steps.filter(status=StepStatus.DRY).select_related("node").order_by("sequence"))
+    items = [_item(step) for step in steps]
+    if proxied.is_proxy_session(saga):
+        return _proxy_report(actor, saga, proxied.proxy_items(steps, items))
     not_dry = saga.nodes.exclude(status=NodeStatus.DRY).order_by("position")
     pending = list(not_dry.values_list("key", "action", "status"))
-    # A proxy session in preview forwards reads (a blind agent cannot plan): they ran, and are counted apart.
-    reads = saga.steps.exclude(status=StepStatus.DRY).count()
+    return {
+        **_common(actor, saga, items),
+        "grouping": "reversibility",
+        "summary": _summary(items, pending),
+        "reads_executed": 0,
+        "classes": _by_class(items),
+        "not_yet_evaluated": [{"key": k, "action": a, "status": s} for k, a, s in pending],
+        "compensation_plan": _compensation_plan(saga, items),
+    }
+
+
+def _proxy_report(actor: Principal, saga: Saga, items: list[dict[str, Any]]) -> dict[str, Any]:
+    """A proxy session run dry: its reads ran (a blind agent cannot plan), the rest grouped by Sagaz class."""
+    reads, refused = proxied.read_items(saga), proxied.refused_items(saga)
+    return {
+        **_common(actor, saga, items),
+        "grouping": "sagaz_class",
+        "summary": proxied.proxy_summary(items, len(reads), len(refused), proxied.held_count(saga)),
+        "reads_executed": len(reads),
+        "recorded_dry": len(items),
+        "classes": proxied.proxy_groups(items, reads),
+        "reads": reads,
+        "refused": refused,
+        "not_yet_evaluated": [],
+        "compensation_plan": proxied.proxy_compensation_plan(items),
+    }
+
+
+def _common(actor: Principal, saga: Saga, items: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "saga_id": str(saga.id),
         "preview": True,
         "status": saga.status,
-        "summary": _summary(items, pending, reads),
-        "reads_executed": reads,
-        "classes": _by_class(items),
         "items": items,
         "would_wait_for_approval": [_ref(i) for i in items if i["outside_preview"] == "would wait for approval"],
         "would_be_denied": [_ref(i) for i in items if i["outside_preview"] == "would be denied by policy"],
         "would_be_stopped": [_ref(i) for i in items if "kill switch" in i["outside_preview"]],
         "would_fail": [_ref(i) for i in items if i["outside_preview"] == "would fail before running"],
-        "not_yet_evaluated": [{"key": k, "action": a, "status": s} for k, a, s in pending],
+        "would_be_blocked": [_ref(i) for i in items if i["outside_preview"] == "would be blocked by the gate"],
         "budget_impact": _budget(items),
-        "compensation_plan": _compensation_plan(saga, items),
         "audit": saga_verify_audit(actor=actor, saga_id=saga.id),
         "promoted_to": _promotions(saga),
     }
@@ -118,11 +145,10 @@ def _by_class(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def _summary(items: list[dict[str, Any]], pending: list[Any], reads: int = 0) -> str:
+def _summary(items: list[dict[str, Any]], pending: list[Any]) -> str:
     outcomes = Counter(i["outside_preview"] for i in items)
     parts = [f"{count} {what}" for what, count in sorted(outcomes.items())]
-    executed = f"{reads} read(s) executed, " if reads else ""
-    text = f"Nothing reached the world. {executed}{len(items)} step(s) recorded dry" + (
+    text = f"Nothing reached the world. {len(items)} step(s) recorded dry" + (
         f": {'; '.join(parts)}." if parts else "."
     )
     if pending:

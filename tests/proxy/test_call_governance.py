@@ -192,7 +192,7 @@ def test_preview_forwards_reads_records_the_rest_dry_and_leaves_the_world_unchan
     assert transfer["outside_preview"] == "would wait for approval" and transfer["class"] == "irreversible"
     assert transfer["proxy"] == {"class": "I", "class_source": "heuristic", "would_gate": "confirm"}
     assert report["reads_executed"] == 1
-    assert report["summary"].startswith("Nothing reached the world. 1 read(s) executed, 3 step(s) recorded dry")
+    assert report["summary"].startswith("Nothing reached the world. 1 read(s) executed, 3 call(s) recorded dry")
 
 
 def test_a_result_is_journaled_scrubbed_of_secrets_and_truncated_with_its_size(

@@ -1,4 +1,5 @@
-"""`semantic-saga preview_report SAGA_ID`: what a preview saga would have done to the world."""
+"""`semantic-saga preview_report SAGA_ID`: what a preview saga would have done to the world (a proxy session run
+dry: by Sagaz class with the would-have gates, sagas.management.proxy_preview_output)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governance.errors import ServiceError
 from governance.identity.principal import system_principal
+from sagas.management.proxy_preview_output import proxy_report_lines
+from sagas.management.terminal import Paint
 from sagas.models import Saga
 from sagas.selectors import preview_report
 
 
 class Command(BaseCommand):
     help = (
-        "Print the preview report of a preview saga: its dry-run steps grouped by reversibility, which would wait "
-        "for approval or be denied, the budget impact and the compensation plan. Nothing is executed."
+        "Print the preview report of a preview saga: its dry-run steps grouped by reversibility (a proxy session: "
+        "by class I, unknown, C, R, read, with the gates they would have met), which would wait for approval or be "
+        "denied, the budget impact and the compensation plan. Nothing is executed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,6 +39,9 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from exc
         if options["json"]:
             self.stdout.write(json.dumps(report, indent=2, ensure_ascii=False))
+        elif report.get("grouping") == "sagaz_class":
+            # Colour only on a terminal, never with NO_COLOR (sagas.management.terminal).
+            self.stdout.write("\n".join(proxy_report_lines(report, Paint.for_stream(self.stdout))))
         else:
             self._table(report)
 
