@@ -10,6 +10,7 @@ The executor never claims such a node (sagas.coordinator.node_attempts): the pro
     confirm timeout              -> proxied_call_withdraw(why="timeout"): approval EXPIRED, node REJECTED, step REFUSED
     client disconnected          -> proxied_call_withdraw(why="disconnected"): approval REJECTED, node REJECTED, step
                                     REFUSED; a later approve is refused (NODE_NOT_WAITING_APPROVAL)
+    its MCP task cancelled       -> proxied_call_withdraw(why="cancelled"): the same (sagas.protocols.proxy.held_tasks)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from sagas.states import ApprovalStatus, NodeStatus, StepStatus
 WHY = {
     "timeout": "nobody approved it within the confirm timeout, so it counts as denied",
     "disconnected": "the client disconnected while it waited, which cancels it",
+    "cancelled": "the client cancelled its task while it waited, which withdraws it",
 }
 
 
@@ -105,19 +107,23 @@ def proxied_call_withdraw(
 ) -> Begun:
     """Journal a held call that will not be sent: denied by an operator (`why="denied"`, the node already
     REJECTED), timed out (`"timeout"`: approval EXPIRED) or cancelled by its client's disconnect
-    (`"disconnected"`: approval REJECTED by the system). The node ends REJECTED and its step REFUSED."""
+    (`"disconnected"`) or its MCP task's tasks/cancel (`"cancelled"`), the approval then REJECTED by the system.
+    The node ends REJECTED and its step REFUSED."""
     authorize(actor, EXECUTE, "execute")
     if why not in ("denied", *WHY):
-        raise InvalidInput(message="why must be denied, timeout or disconnected.")
+        raise InvalidInput(message="why must be denied, timeout, disconnected or cancelled.")
     pinned = snapshot(call)
     with locked_saga(saga_id, actor) as tx:
         node = _held_node(tx, node_id)
         if node.step_id is not None:  # already journaled (a second withdraw, or it ran): nothing more to say
             return Begun("refused", str(tx.saga.id), step_id=str(node.step_id), node_id=str(node.id))
         pending = node.approvals.filter(status=ApprovalStatus.PENDING).first()
+        withdrawn = False
         if pending is not None and node.status == NodeStatus.WAITING_APPROVAL:
             _close(tx, node, pending, why)
-        code, reason = _refusal(node, why)
+            withdrawn = True
+        # Decided before this withdrawal (an operator was first): the refusal says what they decided.
+        code, reason = _refusal(node, why if withdrawn else "denied")
         return _end(tx, node, pinned, arguments, call, code, reason)
 
 

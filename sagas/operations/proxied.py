@@ -38,7 +38,7 @@ class HeldCallArgs(CallBeginArgs):
 
 
 class WithdrawArgs(HeldCallArgs):
-    why: str = Field(description="denied, timeout or disconnected.")
+    why: str = Field(description="denied, timeout, disconnected or cancelled (its MCP task was).")
 
 
 class CallFinishArgs(Args):

@@ -34,7 +34,7 @@ def proxy_sessions(actor: Principal) -> QuerySet[Saga]:
 
 def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) -> dict[str, Any]:
     """What became of a held call: pending, approved (its node READY), denied, expired, or closed (it already has
-    its step: it ran or was refused)."""
+    its step: it ran or was refused; `step_status`, `step_code` and `step_reason` say which)."""
     authorize(actor, READ, "get")
     saga = tenant_saga(actor, saga_id)
     parsed = parse_uuid(node_id)
@@ -53,7 +53,11 @@ def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) ->
         decision = "expired"
     else:
         decision = "denied"
-    return {"decision": decision, "decided_by": decided_by, "status": node.status}
+    found = {"decision": decision, "decided_by": decided_by, "status": node.status}
+    if node.step is not None:  # what became of it: REFUSED (with why) or sent
+        error = node.step.error or {}
+        found.update(step_status=node.step.status, step_code=error.get("code", ""), step_reason=error.get("message", ""))
+    return found
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,8 @@ from registry.packs import tool_result_payload
 from registry.tool_classes import Classification, classify
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
+from sagas.protocols.mcp_tasks.negotiation import requested
+from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,
     ClientIdentity,
@@ -39,6 +41,7 @@ from sagas.protocols.proxy.calls import (
     uncertain_result,
 )
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 
@@ -67,6 +70,9 @@ class DurableCallPath:
         self.sessions: dict[str, Session] = {}
         self.journal = Journal()
         self._opening = anyio.Lock()
+        # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
+        self.held_tasks = HeldCallTasks(self, _refusal)
+        self.tasks = TaskService({HELD_CALL: self.held_tasks})
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         if not can(request.principal, EXECUTE):
@@ -82,6 +88,8 @@ class DurableCallPath:
             )
         except ServiceError as refused:
             return refused_result(request, refused.message.rstrip("."))
+        if begun["outcome"] == "held" and (wanted := requested()) is not None:
+            return await self.held_tasks.defer(self.tasks, request, facts, begun, wanted)
         if begun["outcome"] == "held":
             begun = await self._hold(request, facts, begun)
         if begun["outcome"] == "forward":
@@ -96,6 +104,14 @@ class DurableCallPath:
         return hidden(
             found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "", self.config.gates
         )
+
+    def holds(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
+        """A tool whose gate is `confirm` for this caller: tools/list offers its calls as tasks (taskSupport)."""
+        found = self._classify(server, tool)
+        gate = gate_for(
+            found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "", self.config.gates
+        )
+        return gate.action == "confirm"
 
     def _classify(self, server: str, tool: types.Tool) -> Classification:
         annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None

@@ -43,8 +43,9 @@ class Proxy:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Connected to the downstreams for the block; the call path is released when it ends."""
+        tasks = getattr(self.call_path, "tasks", None)  # the durable path's MCP tasks run in the background
         try:
-            async with self.downstreams.running():
+            async with self.downstreams.running(), tasks.running() if tasks else contextlib.nullcontext():
                 yield
         finally:
             with anyio.CancelScope(shield=True):

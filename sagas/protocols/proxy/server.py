@@ -34,6 +34,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, can
+from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
+from sagas.protocols.mcp_tasks.service import TaskService
+from sagas.protocols.mcp_tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall
 from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
@@ -114,6 +117,7 @@ class ProxyServer(Server[Any]):
         super().__init__(SERVER_NAME, version=SERVER_VERSION, title="Semantic Saga proxy", **handlers)
         self.downstreams = downstreams
         self.page_size = PAGE_SIZE  # items per list page sent to the client
+        self.tasks_served = False  # tasks/* served (the call path answers held calls with MCP tasks)
 
     def get_capabilities(
         self,
@@ -136,6 +140,8 @@ class ProxyServer(Server[Any]):
                 "resources": resources.model_copy(update={"subscribe": False})
                 if resources is not None and catalog.offers_resources
                 else None,
+                # 2025-11-25 clients (the 2026-07-28 era reads capabilities.extensions, which serve_tasks fills).
+                "tasks": legacy_capability() if self.tasks_served else None,
             }
         )
 
@@ -148,6 +154,8 @@ def build_proxy_server(
     """The proxy's SDK server. `principal_for_request()` returns the Principal of the request being served."""
     clients = ConnectedClients()
     bus = InMemorySubscriptionBus()
+    # The durable path holds confirm-gated calls; those of a client that negotiates tasks become MCP tasks.
+    tasks, holds = getattr(call_path, "tasks", None), getattr(call_path, "holds", None)
 
     def catalog() -> Catalog:
         """The catalog, for a caller allowed to read it (any role; a token with no capability at all is not)."""
@@ -167,7 +175,12 @@ def build_proxy_server(
         current = catalog()
         principal, client = principal_for_request(), clients.identity(ctx)
         listed = [
-            t.advertised() for t in current.tools.values() if not call_path.hidden(principal, client, t.server, t.tool)
+            _offered(
+                t.advertised(),
+                holds is not None and ctx.protocol_version == LEGACY and holds(principal, client, t.server, t.tool),
+            )
+            for t in current.tools.values()
+            if not call_path.hidden(principal, client, t.server, t.tool)
         ]
         tools, following = page(listed, _cursor(params), current.generation, server.page_size)
         return types.ListToolsResult(tools=tools, next_cursor=following)
@@ -269,6 +282,9 @@ def build_proxy_server(
     # 2026-07-28, but handshake-era clients still set their level with it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    if isinstance(tasks, TaskService):
+        serve_tasks(server, tasks, principal_for_request)
+        server.tasks_served = True
 
     async def pass_on(kinds: frozenset[str]) -> None:
         server.instructions = downstreams.catalog.instructions
@@ -280,6 +296,11 @@ def build_proxy_server(
     downstreams.subscribe(pass_on)
     server.instructions = downstreams.catalog.instructions
     return server
+
+
+def _offered(tool: types.Tool, as_task: bool) -> types.Tool:
+    """A tool whose calls may be held is offered as a task to 2025-11-25 clients (they may then ask for one)."""
+    return tool.model_copy(update={"execution": types.ToolExecution(task_support="optional")}) if as_task else tool
 
 
 def _cursor(params: types.PaginatedRequestParams | None) -> str | None:

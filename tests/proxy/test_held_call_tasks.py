@@ -1,0 +1,278 @@
+"""A confirmed proxied call of a client that negotiates MCP tasks is answered at once with a durable task, which
+ends when an operator decides (console or `semantic-saga approve`/`deny`): approved -> exactly the downstream's
+result, the world changed once; denied -> the isError refusal, nothing sent; tasks/cancel withdraws the approval
+(a later approve is refused). Tasks are their creator's (another tenant can neither get, list nor cancel one), a
+task left by one proxy process is finished by the next, and a client that does not negotiate tasks still has its
+request held open. The official mcp client in both eras (legacy: 2025-11-25 tasks; auto: 2026-07-28 extension);
+the demo world over Streamable HTTP."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.db import connections
+from django.test import Client as ConsoleClient
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from governance.errors import ServiceError
+from governance.identity.principal import Principal, local_principal
+from governance.models import OperatorProfile
+from sagas.models import McpTask, Node
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.protocols.proxy.runtime import journaled
+from tests.distributed.workers import shared_database_url
+from tests.proxy import task_agent as tasks
+from tests.proxy.agent import MODES, text
+from tests.proxy.harness import ROOT, HttpDownstream, ServedProxy, config_file, serve_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+BIN = Path(sys.executable).parent
+WAIT_SECONDS = 60
+TRANSFER = {"from_account": "acc-payroll", "to_account": "acc-vendor", "amount": 3}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "acme", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(BIN / "semantic-saga"), *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=WAIT_SECONDS
+    )
+
+
+def _in_thread(work: Callable[[], Any]) -> Any:
+    """ORM work off the event loop, in a thread that closes its connection (the test database is dropped at the
+    end of the run, which an open connection would prevent)."""
+
+    def run() -> Any:
+        try:
+            return work()
+        finally:
+            connections.close_all()
+
+    return anyio.to_thread.run_sync(run)
+
+
+def _held_node() -> Node:
+    return Node.objects.get(key__startswith="proxy-call-")
+
+
+async def _calls(client: Client) -> list[str]:
+    return [call["tool"] for call in (await client.call_tool("get_call_log", {})).structured_content["calls"]]
+
+
+def _connect(served: ServedProxy, mode: str) -> Any:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0))
+    return http, Client(
+        streamable_http_client(served.url, http_client=http), mode=mode, cache=None, extensions=[tasks.Tasks()]
+    )
+
+
+class Agent:
+    """One task-negotiating client connection for the block."""
+
+    def __init__(self, served: ServedProxy, mode: str) -> None:
+        self.http, self.client = _connect(served, mode)
+
+    async def __aenter__(self) -> Client:
+        await self.http.__aenter__()
+        return await self.client.__aenter__()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.client.__aexit__(*exc)
+        await self.http.__aexit__(*exc)
+
+
+def _console(username: str, tenant: str) -> ConsoleClient:
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
+    OperatorProfile.objects.create(user=user, tenant_id=tenant, role="operator")
+    console = ConsoleClient()
+    assert console.login(username=username, password="pw")
+    return console
+
+
+@pytest.fixture
+def proxy(tmp_path: Path, demo_http: HttpDownstream) -> Any:
+    with serve_proxy(config_file(tmp_path, {"demo": {"url": demo_http.url}}), call_path=journaled) as served:
+        yield served
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_held_call_is_a_task_an_operator_approves_in_the_console(proxy: ServedProxy, mode: str):
+    console = _console("olga", "acme")
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any, list[str]]:
+        async with Agent(proxy, mode) as client:
+            before = await _calls(client)
+            created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
+            waiting = await tasks.get_task(client, created["taskId"])
+            node = await _in_thread(_held_node)
+            decide = {"decision": "approve", "node": [str(node.id)]}
+            assert (
+                await _in_thread(lambda: console.post("/admin/sagas/saga/approvals/decide/", decide))
+            ).status_code == 302
+            answer = await tasks.task_result(client, created["taskId"])
+            return created, waiting, answer, (await _calls(client))[len(before) :]
+
+    created, waiting, answer, sent = anyio.run(scenario)
+
+    assert created["status"] == waiting["status"] == ("working" if mode == "auto" else "input_required")
+    assert "waiting for an operator to approve transfer_funds" in waiting["statusMessage"]
+    assert not answer.is_error and "transfer_id" in answer.structured_content  # exactly the downstream's answer
+    assert sent[:1] == ["transfer_funds"] and sent.count("transfer_funds") == 1  # the world changed once
+    row = McpTask.objects.get(pk=created["taskId"])
+    node = _held_node()
+    assert (row.saga_id, row.node_id, row.status) == (str(node.saga_id), str(node.id), "completed")
+    assert node.step.status == "COMPLETED" and "olga" in node.approvals.get().decided_by
+
+
+def test_semantic_saga_approve_completes_the_task_and_tasks_get_inlines_the_result(proxy: ServedProxy):
+    async def scenario() -> tuple[dict[str, Any], subprocess.CompletedProcess[str], dict[str, Any]]:
+        async with Agent(proxy, "auto") as client:
+            created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
+            node = await _in_thread(_held_node)
+            approved = await anyio.to_thread.run_sync(lambda: _cli("approve", str(node.id), "--by", "oscar"))
+            return created, approved, await tasks.wait_until_ended(client, created["taskId"])
+
+    _, approved, ended = anyio.run(scenario)
+
+    assert approved.returncode == 0, approved.stderr
+    assert ended["status"] == "completed" and "transfer_id" in ended["result"]["structuredContent"]
+    assert _held_node().approvals.get().decided_by == "oscar"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_denied_task_answers_the_refusal_and_nothing_is_sent(proxy: ServedProxy, mode: str):
+    async def scenario() -> tuple[Any, list[str]]:
+        async with Agent(proxy, mode) as client:
+            before = await _calls(client)
+            created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
+            node = await _in_thread(_held_node)
+            assert (await anyio.to_thread.run_sync(lambda: _cli("deny", str(node.id), "--by", "dora"))).returncode == 0
+            answer = await tasks.task_result(client, created["taskId"])
+            return answer, (await _calls(client))[len(before) :]
+
+    answer, sent = anyio.run(scenario)
+
+    assert answer.is_error and "dora denied it" in text(answer) and "Do not retry" in text(answer)
+    assert answer.meta["io.semantic-saga/proxy"]["class"] == "I"
+    assert "transfer_funds" not in sent
+    assert _held_node().step.status == "REFUSED"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cancel_withdraws_the_approval_and_a_later_approve_is_refused(
+    proxy: ServedProxy, mode: str, operator: Principal
+):
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        async with Agent(proxy, mode) as client:
+            created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
+            await _in_thread(_held_node)
+            cancelled = await tasks.cancel_task(client, created["taskId"])
+            ended = await tasks.wait_until_ended(client, created["taskId"])
+            return cancelled, ended, await tasks.task_result(client, created["taskId"])
+
+    cancelled, ended, answer = anyio.run(scenario)
+
+    assert ended["status"] == "cancelled"
+    # 2026-07-28 acknowledges a cancel with an empty result; 2025-11-25 answers the cancelled task
+    assert cancelled.get("status") == (None if mode == "auto" else "cancelled")
+    assert answer.is_error and "cancelled its task" in text(answer)
+    node = _held_node()
+    assert node.status == "REJECTED" and node.step.status == "REFUSED"
+    assert node.approvals.get().decided_by == "system:proxy"
+    with pytest.raises(ServiceError, match="not waiting for approval"):
+        invoke(OPERATIONS["approve_saga_step"], operator, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
+
+
+def test_another_tenant_can_neither_get_list_nor_cancel_the_task(tmp_path: Path, demo_http: HttpDownstream):
+    config = config_file(tmp_path, {"demo": {"url": demo_http.url}})
+    globex = local_principal(protocol="test", tenant_id="globex")
+    with (
+        serve_proxy(config, call_path=journaled) as owner,
+        serve_proxy(config, call_path=journaled, principal=globex) as other,
+    ):
+
+        async def scenario() -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+            async with Agent(owner, "legacy") as mine, Agent(other, "legacy") as theirs:
+                created = await tasks.call_as_task(mine, "transfer_funds", TRANSFER)
+                refusals = []
+                for attempt in (tasks.get_task, tasks.cancel_task, tasks.task_result):
+                    with pytest.raises(MCPError) as refused:
+                        await attempt(theirs, created["taskId"])
+                    refusals.append(refused.value.error.message)
+                listed_there, listed_here = await tasks.list_tasks(theirs), await tasks.list_tasks(mine)
+                await tasks.cancel_task(mine, created["taskId"])  # the owner ends it
+                return refusals, listed_there, listed_here
+
+        refusals, listed_there, listed_here = anyio.run(scenario)
+
+    assert all("no task" in message for message in refusals), refusals
+    assert listed_there == [] and [task["taskId"] for task in listed_here] == [McpTask.objects.get().id]
+
+
+def test_a_task_left_by_a_stopped_proxy_is_finished_by_the_next(tmp_path: Path, demo_http: HttpDownstream):
+    config = config_file(tmp_path, {"demo": {"url": demo_http.url}})
+
+    async def create(served: ServedProxy) -> tuple[str, list[str]]:
+        async with Agent(served, "legacy") as client:
+            return (await tasks.call_as_task(client, "transfer_funds", TRANSFER))["taskId"], await _calls(client)
+
+    with serve_proxy(config, call_path=journaled) as first:
+        task_id, before = anyio.run(create, first)
+    # the first proxy process is gone; the operator approves meanwhile
+    assert _cli("approve", str(_held_node().id), "--by", "oscar").returncode == 0
+
+    async def finish(served: ServedProxy) -> tuple[Any, list[str]]:
+        async with Agent(served, "legacy") as client:
+            return await tasks.task_result(client, task_id), await _calls(client)
+
+    with serve_proxy(config, call_path=journaled) as second:
+        answer, after = anyio.run(finish, second)
+
+    assert not answer.is_error and "transfer_id" in answer.structured_content
+    assert after[len(before) :].count("transfer_funds") == 1
+
+
+def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy):
+    seen: dict[str, Any] = {}
+
+    def operator() -> None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not Node.objects.filter(key__startswith="proxy-call-", status="WAITING_APPROVAL").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        seen["approve"] = _cli("approve", str(_held_node().id))
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        from tests.proxy.agent import connect
+
+        async with connect(proxy.url, "legacy") as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            thread = threading.Thread(target=lambda: (operator(), connections.close_all()))
+            thread.start()
+            answer = await client.call_tool("transfer_funds", TRANSFER)
+            await anyio.to_thread.run_sync(thread.join)
+            return client.server_capabilities, listed, answer
+
+    capabilities, listed, answer = anyio.run(scenario)
+
+    assert capabilities.tasks is not None and capabilities.tasks.requests.tools.call is not None
+    assert listed["transfer_funds"].execution.task_support == "optional"  # confirm-gated: may be asked as a task
+    assert listed["get_call_log"].execution is None
+    assert seen["approve"].returncode == 0 and not answer.is_error and "transfer_id" in answer.structured_content
+    assert not McpTask.objects.exists()
