@@ -92,14 +92,19 @@ def _would_gate(facts: dict[str, str], item: dict[str, Any]) -> tuple[str, str, 
     return "allow", "", ""
 
 
-def _inverse(step: Step, effect_class: str) -> str:
-    """The declared inverse tool of an R call (`server/tool`), else ""."""
+def _inverse(step: Step, effect_class: str) -> dict[str, str] | None:
+    """The declared inverse of an R call: its tool and the capture read it restores from (`server/tool`, or "")."""
     definition = step.action_definition or {}
-    compensation = definition.get("compensation")
+    compensation, capture = definition.get("compensation"), definition.get("capture")
     if effect_class != "R" or not isinstance(compensation, dict) or not compensation.get("tool"):
-        return ""
+        return None
     server = str(definition.get("proxy", {}).get("server", ""))
-    return f"{server}/{compensation['tool']}" if server else str(compensation["tool"])
+
+    def named(tool: object) -> str:
+        return f"{server}/{tool}" if server else str(tool)
+
+    read_first = named(capture["tool"]) if isinstance(capture, dict) and capture.get("tool") else ""
+    return {"tool": named(compensation["tool"]), "capture": read_first}
 
 
 def read_items(saga: Saga) -> list[dict[str, Any]]:
@@ -173,8 +178,10 @@ def proxy_compensation_plan(items: list[dict[str, Any]]) -> list[dict[str, Any]]
 
 def _plan_entry(item: dict[str, Any]) -> dict[str, Any]:
     effect_class = item["effect_class"]
-    if item["inverse"]:
-        undo, text = "inverse", f"runs its declared inverse {item['inverse']}"
+    if inverse := item["inverse"]:
+        undo, text = "inverse", f"runs its declared inverse {inverse['tool']}"
+        if inverse["capture"]:
+            text += f", restoring what {inverse['capture']} reads just before the call"
     elif effect_class == "C":
         undo, text = "decision", "an operator must decide: it cannot be undone, only corrected afterwards"
     elif effect_class == "R":

@@ -10,6 +10,7 @@ from sagas.models import Saga
 from sagas.states import NodeStatus
 from tests.admin.conftest import gated_saga, messages_of
 from tests.httpserver import RecordingHTTPServer
+from tests.proxy.preview_session import GROUPS, dry_proxy_session
 
 
 def _dry_preview(actor: Principal, server: RecordingHTTPServer) -> Saga:
@@ -64,3 +65,21 @@ def test_a_real_saga_has_no_preview_report(olga: Client, operator: Principal, do
     saga, _ = gated_saga(operator, downstream)
     answer = olga.get(f"/admin/sagas/saga/{saga.id}/preview/")
     assert answer.status_code == 302 and any("not a preview" in m for m in messages_of(answer))
+
+
+def test_a_proxy_session_run_dry_shows_its_calls_by_class_with_the_gates_they_would_have_met(olga: Client) -> None:
+    session = dry_proxy_session()  # tests/proxy/preview_session.py: two reads, then R, unknown x2, C x2, I dry
+    page = olga.get(f"/admin/sagas/saga/{session.id}/preview/").content.decode()
+    assert "Nothing reached the world. 2 read(s) executed, 6 call(s) recorded dry" in page
+    rows = [page.index(f'id="class-{name}"') for name, _, _ in GROUPS]
+    assert rows == sorted(rows)  # I, unknown, C, R, read: most dangerous first
+    unknown = page[rows[1] : rows[2]]
+    assert "demo/delete_contact, demo/update_contact" in unknown
+    assert 'aria-label="1 allow, 1 confirm, 0 block"' in unknown and "1 confirm</span>" in unknown
+    assert 'aria-label="1 allow, 0 confirm, 1 block"' in page[rows[2] : rows[3]]  # C: send_email ran, tweet blocked
+    assert "executed" in page[rows[4] :].split("</tr>")[0]  # the reads ran
+    tweet = page.split('id="preview-item-7"')[1].split("</tr>")[0]
+    assert "post_tweet" in tweet and "gate-block" in tweet and "would be blocked by the gate" in tweet
+    undo = page.split('id="undo-3"')[1].split("</tr>")[0]
+    assert "runs its declared inverse demo/delete_contact" in undo
+    assert 'id="preview-promote"' not in page and 'id="preview-rerun"' in page
