@@ -276,3 +276,58 @@ def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy):
     assert listed["get_call_log"].execution is None
     assert seen["approve"].returncode == 0 and not answer.is_error and "transfer_id" in answer.structured_content
     assert not McpTask.objects.exists()
+
+
+def test_a_task_nobody_decides_times_out_as_denied(tmp_path: Path, demo_http: HttpDownstream):
+    config = config_file(tmp_path, {"demo": {"url": demo_http.url}}, policy={"confirmTimeoutMs": 500})
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, list[str]]:
+            async with Agent(served, "legacy") as client:
+                before = await _calls(client)
+                created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
+                return await tasks.task_result(client, created["taskId"]), (await _calls(client))[len(before) :]
+
+        answer, sent = anyio.run(scenario)
+
+    assert answer.is_error and "within the confirm timeout" in text(answer) and "transfer_funds" not in sent
+    assert _held_node().approvals.get().status == "EXPIRED"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cancel_does_not_interrupt_a_call_already_sent(tmp_path: Path, mode: str):
+    from tests.proxy.harness import TINY, stdio
+
+    servers = {"tiny": stdio(TINY, "--journal-tools")}
+    config = config_file(tmp_path, servers, policy={"tools": [{"tool": "hang", "action": "confirm"}]})
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def scenario() -> tuple[Any, dict[str, Any]]:
+            async with Agent(served, mode) as client:
+                created = await tasks.call_as_task(client, "hang", {"job": "backup"})
+                node = await _in_thread(_held_node)
+                assert (await anyio.to_thread.run_sync(lambda: _cli("approve", str(node.id)))).returncode == 0
+                await _in_thread(lambda: _wait_for_node("EXECUTING"))  # released and sent: it never answers
+                try:
+                    refusal: Any = await tasks.cancel_task(client, created["taskId"])
+                except MCPError as refused:
+                    refusal = refused.error.message
+                return refusal, await tasks.get_task(client, created["taskId"])
+
+        refusal, task = anyio.run(scenario)
+
+    assert task["status"] == "working" and "not interrupted" in task["statusMessage"]
+    # the proxy stopped with the call in flight: its step is journaled uncertain, for the next process to say so
+    assert _held_node().step.error["uncertain"] is True
+    if mode == "legacy":  # a 2025-11-25 cancel answers the cancelled task, or an error saying why it is not
+        assert "already approved and sent to tiny" in refusal
+    else:  # the 2026-07-28 extension's cancel is cooperative: acknowledged, the task ends as it will
+        assert refusal.get("status") is None
+
+
+def _wait_for_node(status: str) -> Node:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while (node := Node.objects.filter(key__startswith="proxy-call-", status=status).first()) is None:
+        assert time.monotonic() < deadline, f"the held call never became {status}"
+        time.sleep(0.1)
+    return node

@@ -54,6 +54,10 @@ class HeldCallPath(Protocol):
 
     async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult: ...
 
+    async def _finish(
+        self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
+    ) -> None: ...
+
 
 class HeldCallTasks:
     """The `proxy.held_call` task kind of one DurableCallPath; `refusal` writes the agent's isError answer."""
@@ -128,8 +132,16 @@ class HeldCallTasks:
         )
 
     async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> Finish:
+        started = time.monotonic()
         try:
             result = await self.path._forward(request, begun)
+        except anyio.get_cancelled_exc_class():
+            # The proxy stops with the call in flight: its step is journaled uncertain now (what the sweep would
+            # conclude once the lease lapsed), and the next process finishes the task with that.
+            with anyio.CancelScope(shield=True):
+                reason = "the proxy stopped while the call was in flight, so its answer was not seen"
+                await self.path._finish(request, begun, started, {"kind": "lost", "reason": reason})
+            raise
         except MCPError as error:  # the downstream's own protocol error: the task failed with it
             return Finish(
                 "failed", f"{request.server} answered with an error: {error.error.message}", error=_error(error)
