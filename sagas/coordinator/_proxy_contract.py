@@ -10,7 +10,7 @@ section keeping what the Sagaz vocabulary says about the call (docs/proxy.md, "H
      "compensation"/"capture": <from the pack entry or kind: mcp contract declaring the inverse, for class R>,
      "proxy": {"server", "tool", "exposed_name", "tool_definition_hash", "definition_changed",
                "session_definition_hash", "class", "class_source", "class_reason", "gate", "gate_source",
-               "gate_reason", "inverse_source"}}
+               "gate_reason", "inverse_source", "method" (resources/read or prompts/get: a read by the protocol)}}
 
 The contract part (everything but `proxy`) is validated with registry.contracts.validate_contract; the step's
 `action_definition_hash` is the hash of the whole snapshot, so a later undo from another process reconnects through
@@ -135,4 +135,6 @@ def _proxy_section(call: dict[str, Any]) -> dict[str, Any]:
     section["definition_changed"] = bool(
         call.get("session_definition_hash") and call["session_definition_hash"] != call["definition_hash"]
     )
+    if call.get("method"):  # a read by the protocol (resources/read, prompts/get), not a tools/call
+        section["method"] = str(call["method"])
     return section

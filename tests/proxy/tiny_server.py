@@ -4,11 +4,11 @@
     python tests/proxy/tiny_server.py --http --port 8932   # Streamable HTTP at /mcp
 
 It exposes `send_email` (the demo world has one too: a collision), a resource `note://welcome`, a template
-`note://{name}` and a prompt `greeting`, and tools that exercise the proxy's relays: `ask_user` (elicitation),
-`summarize` (sampling), `client_roots` (roots/list), `slow_report` (progress and log messages), and the catalog:
-`add_tool` (a new tool, then tools/list_changed) and `break_listing` (the next tools/list fails, then
-tools/list_changed); `env_has` says whether a variable reached its environment. Its tools/list answers three
-tools per page, so a client must follow the cursor.
+`note://{name}` (`note://missing` answers a not-found error) and a prompt `greeting`, and tools that exercise the
+proxy's relays: `ask_user` (elicitation), `summarize` (sampling), `client_roots` (roots/list), `slow_report`
+(progress and log messages), and the catalog: `add_tool` (a new tool, then tools/list_changed) and `break_listing`
+(the next tools/list fails, then tools/list_changed); `env_has` says whether a variable reached its environment.
+Its tools/list answers three tools per page, so a client must follow the cursor.
 
 With `--journal-tools` it also offers the durable path's test tools: `hang` (never answers, and appends a line to
 the file `--called-file` names when it is called: a proxy killed mid-call), `wipe_cache` (mutates, yet claims
@@ -43,6 +43,7 @@ def _tool(name: str, description: str, /, **properties: str) -> types.Tool:
 
 
 PAGE_SIZE = 3
+RESOURCE_NOT_FOUND = -32002  # the spec's code for resources/read of a URI the server does not have
 FIXED_TOOLS = [
     _tool("send_email", "Send an email from the tiny outbox.", to="string", subject="string"),
     _tool("ask_user", "Ask the user a question (elicitation).", question="string"),
@@ -162,6 +163,8 @@ def build_server(state: State) -> Server[Any]:
 
     async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams) -> Any:
         name = params.uri.removeprefix("note://")
+        if name == "missing":  # a read the server answers with its own error (the journaled-read tests)
+            raise MCPError(RESOURCE_NOT_FOUND, f"Resource not found: no note {params.uri!r}", data={"uri": params.uri})
         text = "Welcome to the tiny world." if name == "welcome" else f"A note called {name}."
         return types.ReadResourceResult(
             contents=[types.TextResourceContents(uri=params.uri, text=text, mime_type="text/plain")]

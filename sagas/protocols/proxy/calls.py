@@ -9,10 +9,13 @@ while an operator decides) and then forward through the same `DownstreamManager.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import mcp.types as types
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_REQUEST
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
@@ -21,6 +24,8 @@ from sagas.protocols.proxy.relay import ClientRelay
 
 # The result's `_meta` key under which the proxy says what happened to a call it could not complete.
 PROXY_META_KEY = "io.semantic-saga/proxy"
+# What a protocol read answers: a resources/read's ReadResourceResult or a prompts/get's GetPromptResult.
+ReadAnswer = TypeVar("ReadAnswer", types.ReadResourceResult, types.GetPromptResult)
 
 
 @dataclass(frozen=True)
@@ -52,10 +57,29 @@ class ProxiedCall:
     request_id: str | int | None = None
 
 
+@dataclass(frozen=True)
+class ProxiedRead(Generic[ReadAnswer]):
+    """A resources/read or prompts/get: a read by the protocol (it changes nothing), forwarded as asked."""
+
+    principal: Principal
+    client: ClientIdentity
+    method: str  # "resources/read" | "prompts/get"
+    server: str  # the downstream server's name in the config
+    target: str  # what the client named: the URI it read (prefix+uri) or the prompt name (prefix__name)
+    arguments: dict[str, Any]  # what is journaled as the step's input: {"uri"} or {"name", "arguments"}
+    listed: dict[str, Any]  # the catalog's definition of the resource, template or prompt ({} when none matched)
+    fetch: Callable[[], Awaitable[ReadAnswer]]  # asks the downstream (the server built it with the relay)
+
+
 class CallPath(Protocol):
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         """Answer the call. The downstream's result as it came, or an isError result written for an LLM; a
         downstream JSON-RPC error may be raised as MCPError (the client gets it as the protocol error it was)."""
+        ...
+
+    async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
+        """Answer a resources/read or prompts/get with the downstream's answer; a refusal, or the downstream's own
+        JSON-RPC error, is raised as MCPError; DownstreamUnavailable and DownstreamLost pass through."""
         ...
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
@@ -89,6 +113,10 @@ class ForwardingCallPath:
     async def aclose(self) -> None:
         return None
 
+    async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
+        refuse_viewer_read(request)
+        return await request.fetch()
+
     async def call(self, request: ProxiedCall) -> types.CallToolResult:
         if not can(request.principal, EXECUTE):
             return refused_result(
@@ -107,6 +135,20 @@ class ForwardingCallPath:
             return not_sent_result(request, str(down))
         except DownstreamLost as lost:
             return uncertain_result(request, str(lost))
+
+
+def refuse_viewer_read(request: ProxiedRead[Any]) -> None:
+    """As a tools/call of a read-class tool, a resources/read or prompts/get needs the execute capability: the
+    journaled path records it as a step of the session, which a viewer may not add to."""
+    if not can(request.principal, EXECUTE):
+        raise MCPError(
+            INVALID_REQUEST,
+            f"{request.method} {request.target} did not run and was not sent: {request.principal.principal_id} may "
+            "list but not act (every read through the proxy is recorded as a step of a session, which needs the "
+            "operator or admin role). Do not retry it; ask an administrator for the operator role, or carry on with "
+            "what you may do.",
+            data={PROXY_META_KEY: {"outcome": "refused", "server": request.server, "method": request.method}},
+        )
 
 
 def refused_result(request: ProxiedCall, reason: str) -> types.CallToolResult:

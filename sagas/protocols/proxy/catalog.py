@@ -16,7 +16,7 @@ import binascii
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
@@ -194,6 +194,15 @@ class Catalog:
         others = {item.spec.name: item for item in self.listings if item.spec.name != listing.spec.name}
         others[listing.spec.name] = listing
         return Catalog.build((others[name] for name in order if name in others), generation=self.generation + 1)
+
+    def listed_resource(self, uri: str) -> dict[str, Any]:
+        """What is listed for a URI a client reads (the resource, else a template it matches) as JSON; {} if none."""
+        if (listed := self.resources.get(uri)) is not None:
+            return listed.resource.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for template in self.templates.values():
+            if _matches(template, uri):
+                return template.template.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return {}
 
     def resource_route(self, uri: str) -> tuple[str, str] | None:
         """(server, downstream URI) for a URI the client reads, or None when no downstream serves it."""

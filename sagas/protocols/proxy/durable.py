@@ -36,6 +36,8 @@ from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,
     ClientIdentity,
     ProxiedCall,
+    ProxiedRead,
+    ReadAnswer,
     not_sent_result,
     refused_result,
     uncertain_result,
@@ -43,6 +45,7 @@ from sagas.protocols.proxy.calls import (
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
+from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -97,6 +100,10 @@ class DurableCallPath:
         if begun["outcome"] == "dry":
             return _dry_result(request, facts, begun)
         return _refusal(request, begun)
+
+    async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
+        """A resources/read or prompts/get: a step of class read in the session (sagas.protocols.proxy.reads)."""
+        return await journaled_read(self, request, _server_block(self._spec(request.server)))
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and refused if called)."""

@@ -2,9 +2,10 @@
 
 initialize and discovery are answered here: tools (with listChanged), and prompts and resources when a downstream
 offers them; the instructions are the downstreams', each block labelled with its server. tools/list is the
-paginated catalog; tools/call becomes a ProxiedCall for the CallPath; prompts and resources are forwarded to their
-downstream. A change in the catalog is passed on: `notifications/*/list_changed` to every 2025-11-25 client
-connection, and to 2026-07-28 clients through their subscriptions/listen streams.
+paginated catalog; tools/call becomes a ProxiedCall for the CallPath, prompts/get and resources/read a ProxiedRead
+(journaled on the durable path, then forwarded to their downstream). A change in the catalog is passed on:
+`notifications/*/list_changed` to every 2025-11-25 client connection, and to 2026-07-28 clients through their
+subscriptions/listen streams.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from governance.identity.rbac import READ, can
 from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
 from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.mcp_tasks.wire import LEGACY
-from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall
+from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
 from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.relay import RequestRelay
@@ -220,10 +221,19 @@ def build_proxy_server(
         if exposed is None:
             raise _unknown("prompt", params.name, list(catalog().prompts), "prompts/list")
         client = clients.identity(ctx)
-        with _as_protocol_errors():
+
+        async def fetch() -> types.GetPromptResult:
             return await downstreams.get_prompt(
                 exposed.server, exposed.prompt.name, params.arguments, relay=relay(ctx, client)
             )
+
+        listed = exposed.prompt.model_dump(by_alias=True, exclude_none=True, mode="json")
+        arguments = {"name": params.name, "arguments": params.arguments}
+        read = ProxiedRead(
+            principal_for_request(), client, "prompts/get", exposed.server, params.name, arguments, listed, fetch
+        )
+        with _as_protocol_errors():
+            return await call_path.read(read)
 
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None) -> Any:
         catalog()  # the caller may read, before the downstreams are asked
@@ -254,8 +264,16 @@ def build_proxy_server(
             )
         server, uri = route
         client = clients.identity(ctx)
+
+        async def fetch() -> types.ReadResourceResult:
+            return await downstreams.read_resource(server, uri, relay=relay(ctx, client))
+
+        listed = current.listed_resource(params.uri)
+        read = ProxiedRead(
+            principal_for_request(), client, "resources/read", server, params.uri, {"uri": params.uri}, listed, fetch
+        )
         with _as_protocol_errors():
-            result = await downstreams.read_resource(server, uri, relay=relay(ctx, client))
+            result = await call_path.read(read)
         return _with_exposed_uris(current, server, result)
 
     async def set_level(ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams) -> types.EmptyResult:
