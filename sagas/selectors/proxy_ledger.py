@@ -5,12 +5,14 @@ a `proxy` section (sagas.coordinator._proxy_contract); nothing here is stored tw
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.db.models import Count
 
+from audit.models import AuditEvent
+from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
@@ -37,6 +39,7 @@ class LedgerRow:
     uncertain: bool
     error_code: str
     created_at: datetime
+    undo: str = ""  # what an undo left for a person: needs_decision (C) or no_way_back (I, unknown); "" otherwise
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +55,7 @@ class LedgerRow:
             "uncertain": self.uncertain,
             "error_code": self.error_code,
             "created_at": self.created_at.isoformat(),
+            "undo": self.undo,
         }
 
 
@@ -90,8 +94,15 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
     if status:
         steps = steps.filter(status=status.upper())
-    rows = [ledger_row(step) for step in steps]
+    listed = _undo_listed(saga)
+    rows = [replace(ledger_row(step), undo=listed.get(str(step.id), "")) for step in steps]
     return [row for row in rows if not tool or row.tool == tool]
+
+
+def _undo_listed(saga: Saga) -> dict[str, str]:
+    """step id -> the verdict of the UNDO_LISTED event an undo of the session recorded for it."""
+    events = AuditEvent.objects.filter(saga_id=saga.id, event_type=E.UNDO_LISTED).values_list("step_id", "data")
+    return {step_id: str(data.get("verdict", "")) for step_id, data in events if isinstance(data, dict)}
 
 
 def ledger_row(step: Step) -> LedgerRow:

@@ -120,6 +120,8 @@ def test_an_undo_killed_mid_inverse_is_resumed_by_the_sweep_as_an_undo(tmp_path:
     assert session.status == "ROLLED_BACK", session.error
     assert _world(held_demo)["contacts"] == before["contacts"]
     assert _listed(session) == {"send_email": ("needs_decision", "C"), "transfer_funds": ("no_way_back", "I")}
+    # (listed by the first run before it died; the resumed walk does not list them twice)
+    assert AuditEvent.objects.filter(saga_id=session.id, event_type="UNDO_LISTED").count() == 2
     statuses = dict(Step.objects.filter(saga=session).values_list("action", "status"))
     assert statuses["proxy.demo.send_email"] == statuses["proxy.demo.transfer_funds"] == "COMPLETED"
     assert not Step.objects.filter(saga=session, status="COMPENSATION_FAILED").exists()
@@ -180,11 +182,15 @@ def test_a_resumed_undo_without_force_refuses_a_drifted_inverse(tmp_path: Path, 
     assert _world(held_demo)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
 
 
+def _press_rollback(operator: Any, session: Saga) -> None:
+    operator.post(f"/admin/sagas/saga/{session.id}/do/rollback/", {"next": "/admin/"})
+    detail = operator.get(f"/admin/sagas/saga/{session.id}/detail/").content.decode()
+    assert detail.count("UNDO_LISTED") == 2  # the session detail's audit trail shows the listing
+
+
 ROLL_BACK: dict[str, Callable[[pytest.FixtureRequest, Saga], Any]] = {
     # the console's rollback button, as an operator of acme presses it
-    "console": lambda request, s: request.getfixturevalue("login")("olga").post(
-        f"/admin/sagas/saga/{s.id}/do/rollback/", {"next": "/admin/"}
-    ),
+    "console": lambda request, s: _press_rollback(request.getfixturevalue("login")("olga"), s),
     # the saga's rollback operation (MCP, REST and A2A invoke this same entry of the table)
     "operation": lambda request, s: invoke(
         OPERATIONS["rollback_saga"], local_principal(tenant_id="acme"), {"saga_id": str(s.id)}
@@ -207,3 +213,9 @@ def test_every_rollback_of_a_session_lists_what_undo_lists(
     assert session.status == "ROLLED_BACK" and _world(held_demo)["contacts"] == before["contacts"]
     assert _listed(session) == {"send_email": ("needs_decision", "C"), "transfer_funds": ("no_way_back", "I")}
     assert Step.objects.filter(saga=session, status="COMPENSATED").count() == 3
+    # and the ledger says so per call
+    rows = [json.loads(line) for line in _command("ledger", "--session", str(session.id), "--json").splitlines()]
+    assert {row["tool"]: row["undo"] for row in rows if row["undo"]} == {
+        "send_email": "needs_decision",
+        "transfer_funds": "no_way_back",
+    }
