@@ -181,7 +181,7 @@ def _plan_entry(item: dict[str, Any]) -> dict[str, Any]:
     if inverse := item["inverse"]:
         undo, text = "inverse", f"runs its declared inverse {inverse['tool']}"
         if inverse["capture"]:
-            text += f", restoring what {inverse['capture']} reads just before the call"
+            text += f" from the captured {inverse['capture']}"
     elif effect_class == "C":
         undo, text = "decision", "an operator must decide: it cannot be undone, only corrected afterwards"
     elif effect_class == "R":
