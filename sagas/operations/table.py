@@ -319,7 +319,8 @@ TABLE: list[Operation[Any]] = [
         "A preview saga's report",
         "For a preview saga (begin_saga preview=true): what it would do to the world, grouped by reversibility "
         "(irreversible, unknown, compensable, reversible, read_only), which steps would wait for approval or "
-        "be denied, the budget impact, and the compensation plan a rollback would run. Nothing was executed.",
+        "be denied, the budget impact, and the compensation plan a rollback would run. Nothing was executed. A "
+        "proxy session run dry is grouped by class (I, unknown, C, R, read) with the gates its calls would have met.",
         hints=READ,
         rest=Route(
             "GET",
