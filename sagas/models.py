@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.db import models
+from django.utils import timezone
 
 from sagas.states import ApprovalStatus, NodeStatus, SagaStatus, StepStatus
 
@@ -281,7 +282,7 @@ class McpTask(models.Model):
     # The process driving it toward its end (a lease it renews): another process takes over once it lapses.
     driver = models.CharField(max_length=200, blank=True, default="")
     driver_until = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(default=timezone.now)  # not auto_now_add: the store sets both times at once
     updated_at = models.DateTimeField()
     expires_at = models.DateTimeField(null=True)
 

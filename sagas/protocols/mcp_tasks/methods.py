@@ -63,7 +63,7 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
     async def result(ctx: ServerRequestContext[Any], params: TaskRef) -> dict[str, Any]:
         with _protocol_errors():
             row = await tasks.result(caller(ctx), params.task_id)
-        return _final(row)
+        return _final(row, ctx.protocol_version)
 
     async def listing(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
         with _protocol_errors():
@@ -113,13 +113,16 @@ def legacy_capability() -> types.ServerTasksCapability:
     )
 
 
-def _final(row: McpTask) -> dict[str, Any]:
+def _final(row: McpTask, protocol_version: str) -> dict[str, Any]:
     """tasks/result: the request's own result (a cancelled task's says why it did not run), with the related-task
     `_meta`; a failed task's JSON-RPC error is raised as that error."""
     if row.status == "failed" or row.result is None:
         error = row.error or {"code": INVALID_PARAMS, "message": row.status_message or "The task has no result."}
         raise MCPError(int(error.get("code", INVALID_PARAMS)), str(error.get("message", "")), data=error.get("data"))
-    return {**row.result, "_meta": {**(row.result.get("_meta") or {}), **wire.related(row.id)}}
+    result = {**row.result, "_meta": {**(row.result.get("_meta") or {}), **wire.related(row.id)}}
+    if not wire.is_modern(protocol_version):
+        result.pop("resultType", None)  # 2026-07-28 vocabulary
+    return result
 
 
 @contextlib.contextmanager

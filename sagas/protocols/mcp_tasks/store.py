@@ -66,6 +66,7 @@ def task_create(owner: Owner, new: NewTask, *, driver: str, lease_seconds: float
         poll_interval_ms=new.poll_interval_ms,
         driver="" if terminal else driver,
         driver_until=None if terminal else now + dt.timedelta(seconds=lease_seconds),
+        created_at=now,
         updated_at=now,
         expires_at=None if new.ttl_ms is None else now + dt.timedelta(milliseconds=new.ttl_ms),
     )
