@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 from tests.api.conftest import API, ok, refused
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
+from tests.proxy.preview_session import GATE_COUNTS, GROUPS, dry_proxy_session
 
 
 def _previewed(client: APIClient, url: str) -> str:
@@ -41,3 +42,12 @@ def test_the_report_of_a_real_or_foreign_saga_is_refused(
     refused(mallory.post(f"{API}/sagas/{saga_id}/promote/"), 404, "SAGA_NOT_FOUND")
     real = ok(alice.post(f"{API}/sagas/", {}, format="json"), 201)
     refused(alice.get(f"{API}/sagas/{real['id']}/preview-report/"), 409, "NOT_A_PREVIEW")
+
+
+def test_a_proxy_session_run_dry_is_reported_by_class_over_rest(vera: APIClient, mallory: APIClient) -> None:
+    session = dry_proxy_session()  # tests/proxy/preview_session.py: acme's session, two reads and six dry calls
+    report = ok(vera.get(f"{API}/sagas/{session.id}/preview-report/"))
+    assert report["grouping"] == "sagaz_class" and (report["reads_executed"], report["recorded_dry"]) == (2, 6)
+    assert [(g["class"], g["count"], g["tools"]) for g in report["classes"]] == GROUPS
+    assert [g["gates"] for g in report["classes"]] == GATE_COUNTS
+    refused(mallory.get(f"{API}/sagas/{session.id}/preview-report/"), 404, "SAGA_NOT_FOUND")
