@@ -13,7 +13,8 @@ What a pass does, in bounded batches:
 - an immediate step whose caller died the same way is fenced off and failed as uncertain under its
   failure_mode;
 - a FAILED saga with nothing in flight, an interrupted rollback (ROLLING_BACK, lease expired) and a
-  ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner;
+  ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner
+  (for a proxy session, its undo walk with the options the undo recorded: sagas.coordinator._undo_walk);
 - a READY node of a live run whose nudge was lost (a broker outage) is nudged again.
 """
 

@@ -8,6 +8,11 @@ Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
   snapshot whose hash no longer matches is refused (COMPENSATION_FAILED) without a call;
 - COMPENSATED is terminal, and the claim is a compare-and-set, so no step is ever compensated twice;
 - one failed compensation never stops the others; the saga ends ROLLBACK_FAILED with every failure listed.
+
+One step's compensation (claim, call, record) is sagas.coordinator._compensation. A proxy session is unwound by its
+undo walk instead (sagas.coordinator._undo_walk, chosen in `_run`), whoever runs the rollback: C and I calls listed,
+not failed, the drift check, the first failure stopping the walk, the options its undo recorded
+(tests/proxy/test_undo_resume.py).
 """
 
 from __future__ import annotations

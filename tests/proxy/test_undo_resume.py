@@ -47,18 +47,22 @@ class HeldDemo(HttpDownstream):
 
     held_file: Path
     release_file: Path
+    command: list[str]
+
+    def start(self) -> HeldDemo:
+        self.proc = subprocess.Popen(self.command, cwd=ROOT)
+        wait_for_port(self.port, self.proc)
+        return self
 
 
 @pytest.fixture
 def held_demo(tmp_path: Path) -> Iterator[HeldDemo]:
     server = HeldDemo(HELD_SERVER, free_port())
     server.held_file, server.release_file = tmp_path / "held", tmp_path / "release"
-    command = [sys.executable, str(HELD_SERVER), "--port", str(server.port), "--hold", "create_contact"]
-    command += ["--held-file", str(server.held_file), "--release-file", str(server.release_file)]
-    server.proc = subprocess.Popen(command, cwd=ROOT)
+    server.command = [sys.executable, str(HELD_SERVER), "--port", str(server.port), "--hold", "create_contact"]
+    server.command += ["--held-file", str(server.held_file), "--release-file", str(server.release_file)]
     try:
-        wait_for_port(server.port, server.proc)
-        yield server
+        yield server.start()
     finally:
         server.release_file.touch()
         server.stop()
@@ -180,6 +184,31 @@ def test_a_resumed_undo_without_force_refuses_a_drifted_inverse(tmp_path: Path, 
     update = Step.objects.get(saga=session, action="proxy.demo.update_contact")
     assert update.compensation_error["code"] == "STATE_DRIFTED"
     assert _world(held_demo)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
+
+
+def test_the_sweeps_retry_of_a_failed_undo_is_an_undo(tmp_path: Path, held_demo: HeldDemo):
+    held_demo.release_file.touch()  # nothing is held here
+    _before_session(held_demo)
+    calls: list[Call] = [("create_contact", {"name": "Ada", "email": "ada@example.com"}), SESSION_CALLS[4]]
+    session = through_the_proxy(tmp_path, held_demo, calls)
+    # given the CRM is down when the undo runs: the create's inverse fails (transiently), the email is listed
+    held_demo.stop()
+    with pytest.raises(SystemExit):
+        _command("undo", str(session.id))
+    session.refresh_from_db()
+    create = Step.objects.get(saga=session, action="proxy.demo.create_contact")
+    assert session.status == "ROLLBACK_FAILED" and session.next_recovery_at is not None
+    assert create.status == "COMPENSATION_FAILED" and create.compensation_error["retryable"]
+    # when the CRM is back (a fresh world) and the retry's time has come (set now instead of waiting 30 s)
+    held_demo.start()
+    Saga.objects.filter(pk=session.pk).update(next_recovery_at=Now())
+    _command("recover_sagas")
+    # then the sweep retried it as an undo: the inverse ran with its key, the email stays listed once, not failed
+    session.refresh_from_db()
+    assert session.status == "ROLLED_BACK", session.error
+    assert _inverse_calls(held_demo, create, "delete_contact") == [f"{create.id}:rollback"]
+    assert _listed(session) == {"send_email": ("needs_decision", "C")}
+    assert AuditEvent.objects.filter(saga_id=session.id, event_type="UNDO_LISTED").count() == 1
 
 
 def _press_rollback(operator: Any, session: Saga) -> None:
