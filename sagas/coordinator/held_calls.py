@@ -118,12 +118,12 @@ def proxied_call_withdraw(
         if node.step_id is not None:  # already journaled (a second withdraw, or it ran): nothing more to say
             return Begun("refused", str(tx.saga.id), step_id=str(node.step_id), node_id=str(node.id))
         pending = node.approvals.filter(status=ApprovalStatus.PENDING).first()
-        withdrawn = False
         if pending is not None and node.status == NodeStatus.WAITING_APPROVAL:
             _close(tx, node, pending, why)
-            withdrawn = True
-        # Decided before this withdrawal (an operator was first): the refusal says what they decided.
-        code, reason = _refusal(node, why if withdrawn else "denied")
+        # An operator who denied it first is what the refusal reports; otherwise (still pending, or approved but not
+        # yet sent) this withdrawal's reason.
+        operator_first = pending is None and node.status == NodeStatus.REJECTED
+        code, reason = _refusal(node, "denied" if operator_first else why)
         return _end(tx, node, pinned, arguments, call, code, reason)
 
 
