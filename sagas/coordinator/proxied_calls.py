@@ -139,10 +139,13 @@ def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any]
     """A preview session's mutation: journaled DRY with what policy and the gate would have done."""
     step = dry_execute(tx, pinned, arguments)
     gate = str(call.get("gate", "allow"))
-    would = {"allow": "would run", "confirm": "would wait for approval", "block": "would be blocked by the gate"}
     result = dict(step.result or {})
-    if result.get("outside_preview") == "would run" and gate != "allow":
-        result.update(outside_preview=would.get(gate, "would be blocked by the gate"), why=call.get("gate_reason", ""))
+    # In the order a live call is decided (_decide): the gate's block or hide before policy, then a policy deny,
+    # then confirm (a policy's own approval requirement is already in the verdict).
+    if gate in ("block", "hide"):
+        result.update(outside_preview="would be blocked by the gate", why=call.get("gate_reason", ""))
+    elif gate == "confirm" and result.get("outside_preview") == "would run":
+        result.update(outside_preview="would wait for approval", why=call.get("gate_reason", ""))
     result["proxy"] = {"class": call.get("class"), "class_source": call.get("class_source"), "would_gate": gate}
     tx.update(step, result=result)
     return Begun(
