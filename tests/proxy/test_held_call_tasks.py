@@ -248,20 +248,59 @@ def test_a_task_left_by_a_stopped_proxy_is_finished_by_the_next(tmp_path: Path, 
     assert after[len(before) :].count("transfer_funds") == 1
 
 
-def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy):
+def test_a_2025_task_asked_for_a_call_that_is_not_held_is_born_completed(proxy: ServedProxy):
+    async def scenario() -> tuple[dict[str, Any], Any, list[dict[str, Any]]]:
+        async with Agent(proxy, "legacy") as client:
+            created = await tasks.call_as_task(client, "get_call_log", {})
+            return created, await tasks.task_result(client, created["taskId"]), await tasks.list_tasks(client)
+
+    created, answer, listed = anyio.run(scenario)
+
+    assert created["status"] == "completed" and "calls" in answer.structured_content
+    assert [task["taskId"] for task in listed] == [created["taskId"]]
+
+
+def test_the_official_client_resolves_a_2026_task_by_itself(proxy: ServedProxy):
+    def operator() -> None:
+        node = _wait_for_node("WAITING_APPROVAL")
+        assert _cli("approve", str(node.id)).returncode == 0
+
+    async def scenario() -> Any:
+        async with Agent(proxy, "auto") as client, anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, lambda: (operator(), connections.close_all()))
+            return await client.call_tool("transfer_funds", TRANSFER)  # polls tasks/get through the extension
+
+    answer = anyio.run(scenario)
+
+    assert not answer.is_error and "transfer_id" in answer.structured_content
+    assert McpTask.objects.get().status == "completed"
+
+
+def test_a_2026_request_without_the_extension_may_not_use_tasks(proxy: ServedProxy):
+    async def scenario() -> MCPError:
+        from tests.proxy.agent import connect
+
+        async with connect(proxy.url, "auto") as client:
+            with pytest.raises(MCPError) as refused:
+                await tasks.get_task(client, "any")
+            return refused.value
+
+    refused = anyio.run(scenario)
+
+    assert refused.error.code == -32021 and tasks.EXTENSION in refused.error.message
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy, mode: str):
     seen: dict[str, Any] = {}
 
     def operator() -> None:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not Node.objects.filter(key__startswith="proxy-call-", status="WAITING_APPROVAL").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        seen["approve"] = _cli("approve", str(_held_node().id))
+        seen["approve"] = _cli("approve", str(_wait_for_node("WAITING_APPROVAL").id))
 
     async def scenario() -> tuple[Any, Any, Any]:
         from tests.proxy.agent import connect
 
-        async with connect(proxy.url, "legacy") as client:
+        async with connect(proxy.url, mode) as client:
             listed = {tool.name: tool for tool in (await client.list_tools()).tools}
             thread = threading.Thread(target=lambda: (operator(), connections.close_all()))
             thread.start()
@@ -271,9 +310,12 @@ def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy):
 
     capabilities, listed, answer = anyio.run(scenario)
 
-    assert capabilities.tasks is not None and capabilities.tasks.requests.tools.call is not None
-    assert listed["transfer_funds"].execution.task_support == "optional"  # confirm-gated: may be asked as a task
-    assert listed["get_call_log"].execution is None
+    if mode == "legacy":  # tasks are offered: capabilities.tasks, and a confirm-gated tool may be asked as one
+        assert capabilities.tasks is not None and capabilities.tasks.requests.tools.call is not None
+        assert listed["transfer_funds"].execution.task_support == "optional"
+        assert listed["get_call_log"].execution is None
+    else:  # the extension is offered; this client did not list it, so it gets no task
+        assert tasks.EXTENSION in capabilities.extensions
     assert seen["approve"].returncode == 0 and not answer.is_error and "transfer_id" in answer.structured_content
     assert not McpTask.objects.exists()
 
