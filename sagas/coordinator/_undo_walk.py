@@ -29,7 +29,7 @@ from registry.contracts import has_compensation
 from registry.errors import ActionFailure
 from registry.templating import render
 from sagas.coordinator._compensation import compensate, fail, runner_lost
-from sagas.coordinator._proxy_contract import PROXY_ACTION_PREFIX, is_proxy_session
+from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import drift
 from sagas.errors import InvalidTransition
@@ -102,7 +102,9 @@ def recorded_options(saga_id: uuid.UUID) -> UndoOptions:
 
 
 def steps_newest_first(saga_id: uuid.UUID, options: UndoOptions) -> list[Step]:
-    steps = Step.objects.filter(saga_id=saga_id, action__startswith=PROXY_ACTION_PREFIX).order_by("-sequence")
+    # Every step, not only the proxied calls: a registered action run in the session (execute_saga_step) is
+    # unwound by the same walk, by its declared compensation, or listed when it has none.
+    steps = Step.objects.filter(saga_id=saga_id).order_by("-sequence")
     if options.checkpoint_id:
         checkpoint = Checkpoint.objects.filter(pk=options.checkpoint_id, saga_id=saga_id).first()
         if checkpoint is None:  # checkpoints are never deleted; refuse rather than undo more than was asked
@@ -157,7 +159,7 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "skipped", f"{step.status.lower()}: it never reached the world"
     if step.status == StepStatus.FAILED and not step.uncertain_outcome:
         return "skipped", "failed: the tool answered an error or the call was never sent"
-    if effect_class == "read":
+    if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
         return "skipped", "a read: nothing to undo"
     if has_compensation(step.action_definition):
         return "would_undo", "its inverse would run"
@@ -165,6 +167,8 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "needs_decision", "cannot be undone, only corrected afterwards: an operator decides what to do"
     if effect_class == "I":
         return "no_way_back", "irreversible: no way back once executed"
+    if not _proxy(step):
+        return "no_way_back", f"{step.action} declares no compensation: its effect remains"
     return "no_way_back", f"class {effect_class}: no inverse is declared (add a pack entry to make it undoable)"
 
 

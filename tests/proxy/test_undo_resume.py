@@ -3,7 +3,8 @@ killed (SIGKILL) while an inverse it sent is applied but unanswered (tests/proxy
 answer), and `semantic-saga recover_sagas` resumes the walk: the inverse is sent again with its same
 `<step id>:rollback` key, the world is restored, the email is listed as C and the transfer as I (UNDO_LISTED, not
 failed), the session ends ROLLED_BACK, and the undo's --force and --to recorded at its start are honoured. The
-console's rollback button and the saga's rollback operation list the same calls."""
+console's rollback button and the saga's rollback operation list the same calls, and a registered action run in a
+session is compensated by the same walk."""
 
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ from django.db.models.functions import Now
 
 from audit.models import AuditEvent
 from governance.identity.principal import local_principal
+from sagas import coordinator
 from sagas.models import Saga, Step
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from tests.admin.conftest import login  # noqa: F401  (the console's operator accounts)
+from tests.contracts import http_contract, register
 from tests.distributed.workers import free_port, shared_database_url
+from tests.httpserver import RecordingHTTPServer
 from tests.proxy.harness import ROOT, HttpDownstream, wait_for_port
 from tests.proxy.test_undo import SESSION_CALLS, Call, _before_session, _command, _world, direct, through_the_proxy
+from tests.sagas.helpers import idempotency_keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIN = Path(sys.executable).parent
@@ -248,3 +253,17 @@ def test_every_rollback_of_a_session_lists_what_undo_lists(
         "send_email": "needs_decision",
         "transfer_funds": "no_way_back",
     }
+
+
+def test_a_registered_action_run_in_a_session_is_compensated_by_the_walk(downstream: RecordingHTTPServer):
+    # given a session in which the agent also ran a registered action (execute_saga_step), no proxied call
+    actor = local_principal(tenant_id="acme")
+    session = invoke(OPERATIONS["proxy_session_open"], actor, {"session": {"client": {"name": "t"}}})
+    register(http_contract("reserve", downstream.url))
+    step = coordinator.saga_step_execute(actor=actor, saga_id=session["saga_id"], action="reserve", input={"n": 1})
+    # when the session is rolled back
+    answer = invoke(OPERATIONS["rollback_saga"], actor, {"saga_id": session["saga_id"]})
+    # then the walk compensated it with its key, as an ordinary rollback would
+    assert answer["status"] == "ROLLED_BACK"
+    assert idempotency_keys(downstream, "/reserve/undo") == [f"{step.id}:rollback"]
+    assert Step.objects.get(pk=step.id).status == "COMPENSATED"
