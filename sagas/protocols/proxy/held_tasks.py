@@ -27,12 +27,13 @@ import anyio
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
+from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from sagas.models import McpTask
 from sagas.protocols.mcp_tasks.negotiation import TaskRequest, announce
 from sagas.protocols.mcp_tasks.service import POLL_INTERVAL_MS, POLL_SECONDS, Finish, Note, TaskService, ttl_for
 from sagas.protocols.mcp_tasks.store import NewTask
-from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, uncertain_result
+from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result, uncertain_result
 from sagas.protocols.proxy.relay import SamplingAnswer
 
 HELD_CALL = "proxy.held_call"
@@ -91,6 +92,15 @@ class HeldCallTasks:
 
     async def drive(self, task: McpTask, principal: Principal, note: Note) -> Finish:
         request, facts = _call_of(task, principal)
+        try:
+            return await self._decided(task, principal, note, request, facts)
+        except ServiceError as refused:  # e.g. the session was rolled back meanwhile: the agent is told why
+            return _answered(refused_result(request, refused.message.rstrip(".")))
+
+    async def _decided(
+        self, task: McpTask, principal: Principal, note: Note, request: ProxiedCall, facts: dict[str, Any]
+    ) -> Finish:
+        """Wait for the operator's decision (or the confirm timeout) and carry it out."""
         held = {"saga_id": task.saga_id, "node_id": task.node_id}
         timeout = float(facts["confirm_timeout_seconds"])
         while True:
