@@ -29,7 +29,7 @@ from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import saga_verify_audit
 from tests.proxy.agent import MODES, connect, text, tool_names
-from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
+from tests.proxy.harness import TINY, HttpDownstream, config_file, serve_proxy, stdio
 
 pytestmark = pytest.mark.django_db(transaction=True)
 OPERATOR = local_principal(protocol="test", tenant_id="acme")
@@ -240,3 +240,34 @@ def test_the_sessions_a_proxy_remembers_are_bounded(tmp_path: Path, demo_http: H
 
     assert anyio.run(open_three) == ["c2", "c3"]  # the least recently used is forgotten; its saga stays
     assert Saga.objects.filter(metadata__has_key="proxy").count() == 3
+
+
+def test_a_client_that_goes_away_mid_call_leaves_the_step_uncertain_not_executing(tmp_path: Path):
+    called = tmp_path / "called.txt"
+    tiny = stdio(TINY, "--journal-tools", "--called-file", str(called))
+    with serve_proxy(config_file(tmp_path, {"tiny": tiny}), call_path=journaled) as served:
+
+        async def scenario() -> None:
+            async with connect(served.url, "legacy") as client, anyio.create_task_group() as group:
+                group.start_soon(client.call_tool, "hang", {"job": "nightly"})
+                await anyio.to_thread.run_sync(lambda: _wait(called.exists, "the downstream to be called"))
+                group.cancel_scope.cancel()  # the agent goes away while its call is out
+
+        anyio.run(scenario)
+        step = _wait(lambda: Step.objects.filter(action="proxy.tiny.hang").exclude(status="EXECUTING").first(), "it")
+
+    assert step.status == "FAILED" and step.uncertain_outcome is True
+    assert step.error["code"] == "ANSWER_LOST" and "went away while the call was out" in step.error["message"]
+    assert step.lease_owner == ""
+
+
+def _wait(found: Any, what: str) -> Any:
+    deadline = time.monotonic() + WAIT_SECONDS
+    try:
+        while time.monotonic() < deadline:
+            if value := found():
+                return value
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}")
+    finally:
+        connections.close_all()

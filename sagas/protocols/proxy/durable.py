@@ -56,6 +56,8 @@ IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
 SESSIONS_REMEMBERED = 10_000
 # How often a held call asks whether it was decided, and sends the client a progress notification.
 HOLD_POLL_SECONDS = 0.5
+GONE_BEFORE_SENT = "the client went away before the call was sent"
+GONE_WHILE_OUT = "the client went away while the call was out, so its answer was not read: whether it acted is unknown"
 
 
 @dataclass
@@ -249,6 +251,9 @@ class DurableCallPath:
         except CaptureFailed as failed:
             await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
             return _not_sent(request, str(failed))
+        except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
+            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT})
+            raise
         try:
             result = await self.downstreams.call_tool(
                 request.server, request.tool, request.arguments, relay=request.relay, meta=meta
@@ -259,6 +264,12 @@ class DurableCallPath:
         except DownstreamLost as lost:
             await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
             return uncertain_result(request, str(lost))
+        except anyio.get_cancelled_exc_class():
+            # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
+            # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
+            # left EXECUTING for as long as this process lives.
+            await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
+            raise
         except MCPError as error:
             reason = f"the server answered with a protocol error: {error}"
             await self._finish(
