@@ -56,7 +56,9 @@ def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) ->
     found = {"decision": decision, "decided_by": decided_by, "status": node.status}
     if node.step is not None:  # what became of it: REFUSED (with why) or sent
         error = node.step.error or {}
-        found.update(step_status=node.step.status, step_code=error.get("code", ""), step_reason=error.get("message", ""))
+        found.update(
+            step_status=node.step.status, step_code=error.get("code", ""), step_reason=error.get("message", "")
+        )
     return found
 
 
