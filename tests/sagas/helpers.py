@@ -51,5 +51,7 @@ def sagas_with_lost_workers(operator: Any, downstream: RecordingHTTPServer, coun
         sagas.append(saga)
     in_flight = Node.objects.filter(status=NodeStatus.EXECUTING)
     wait_until(lambda: in_flight.count() == count, what=f"{count} attempts in flight")
-    in_flight.update(lease_expires_at="2000-01-01T00:00:00Z")
+    # Another owner as well as an expired deadline: the workers' lease keeper (still running in this process) renews
+    # only leases it owns, so a renewal landing just after this cannot undo the injected crash.
+    in_flight.update(lease_expires_at="2000-01-01T00:00:00Z", lease_owner="crashed-worker")
     return sagas
