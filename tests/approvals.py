@@ -7,7 +7,11 @@ import json
 import re
 from typing import Any
 
+from django.contrib.auth.models import Permission, User
+from django.test import Client as ConsoleClient
+
 from governance.identity.principal import Principal
+from governance.models import OperatorProfile
 from sagas import coordinator
 from sagas.models import Node, Saga
 from tests.contracts import http_contract, register
@@ -49,3 +53,13 @@ def context_block(html: str, approval_id: object) -> str:
 def text_of(html: str) -> str:
     """What a reader sees: tags dropped, whitespace collapsed."""
     return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def console_operator(username: str, tenant: str) -> ConsoleClient:
+    """A logged-in console client of a staff user who is an operator of `tenant`."""
+    user = User.objects.create_user(username, password="pw", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
+    OperatorProfile.objects.create(user=user, tenant_id=tenant, role="operator")
+    console = ConsoleClient()
+    assert console.login(username=username, password="pw")
+    return console

@@ -19,19 +19,17 @@ from typing import Any
 
 import anyio
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.db import connections
-from django.test import Client as ConsoleClient
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal, local_principal
-from governance.models import OperatorProfile
 from sagas.models import McpTask, Node
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
+from tests.approvals import console_operator
 from tests.distributed.workers import shared_database_url
 from tests.proxy import task_agent as tasks
 from tests.proxy.agent import MODES, text
@@ -96,15 +94,6 @@ class Agent:
         await self.http.__aexit__(*exc)
 
 
-def _console(username: str, tenant: str) -> ConsoleClient:
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
-    OperatorProfile.objects.create(user=user, tenant_id=tenant, role="operator")
-    console = ConsoleClient()
-    assert console.login(username=username, password="pw")
-    return console
-
-
 @pytest.fixture
 def proxy(tmp_path: Path, demo_http: HttpDownstream) -> Any:
     with serve_proxy(config_file(tmp_path, {"demo": {"url": demo_http.url}}), call_path=journaled) as served:
@@ -112,8 +101,8 @@ def proxy(tmp_path: Path, demo_http: HttpDownstream) -> Any:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_held_call_is_a_task_an_operator_approves_in_the_console(proxy: ServedProxy, mode: str):
-    console = _console("olga", "acme")
+def test_a_held_call_is_a_task_an_operator_approves_in_theconsole_operator(proxy: ServedProxy, mode: str):
+    console = console_operator("olga", "acme")
 
     async def scenario() -> tuple[dict[str, Any], dict[str, Any], Any, list[str]]:
         async with Agent(proxy, mode) as client:

@@ -16,18 +16,16 @@ from typing import Any
 
 import anyio
 import pytest
-from django.contrib.auth.models import Permission, User
 from django.db import connections
-from django.test import Client as ConsoleClient
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from governance.models import OperatorProfile
 from sagas.models import Node
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import approvals_pending, saga_get
+from tests.approvals import console_operator
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import connect, text
 from tests.proxy.harness import ROOT, HttpDownstream, config_file, serve_proxy
@@ -125,17 +123,8 @@ def test_deny_answers_the_agent_and_nothing_is_forwarded(tmp_path: Path, demo_ht
     assert node.saga.status == "ACTIVE"  # a denied call does not stop the session
 
 
-def _console_operator(username: str, tenant: str) -> ConsoleClient:
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__startswith="view_"))
-    OperatorProfile.objects.create(user=user, tenant_id=tenant, role="operator")
-    console = ConsoleClient()
-    assert console.login(username=username, password="pw")
-    return console
-
-
 def test_an_operator_approves_the_held_call_in_the_console(tmp_path: Path, demo_http: HttpDownstream):
-    console = _console_operator("olga", "acme")
+    console = console_operator("olga", "acme")
     seen: dict[str, Any] = {}
 
     def operator() -> None:

@@ -310,11 +310,17 @@ class DurableCallPath:
     async def _finish(
         self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
     ) -> None:
+        await self.record_outcome(request.principal, begun, started, outcome)
+
+    async def record_outcome(
+        self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]
+    ) -> None:
+        """Record what a forwarded call or read did (proxy_call_finish), with its duration since `started`."""
         outcome["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
         with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
             await self._op(
                 "proxy_call_finish",
-                request.principal,
+                principal,
                 saga_id=begun["saga_id"],
                 step_id=begun["step_id"],
                 fence=int(begun["fence"]),

@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-import anyio
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_REQUEST
 
@@ -56,6 +55,10 @@ class DurablePath(Protocol):
     async def _session(self, principal: Principal, client: ClientIdentity) -> SessionSaga: ...
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]: ...
+
+    async def record_outcome(
+        self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]
+    ) -> None: ...
 
 
 async def journaled_read(
@@ -135,18 +138,8 @@ async def _finish(
     started: float,
     outcome: dict[str, Any],
 ) -> None:
-    outcome.update(
-        max_result_bytes=path.config.max_result_bytes, duration_ms=round((time.monotonic() - started) * 1000, 3)
-    )
-    with anyio.CancelScope(shield=True):  # a client gone mid-read must not leave the outcome unrecorded
-        await path._op(
-            "proxy_call_finish",
-            request.principal,
-            saga_id=begun["saga_id"],
-            step_id=begun["step_id"],
-            fence=int(begun["fence"]),
-            outcome=outcome,
-        )
+    outcome["max_result_bytes"] = path.config.max_result_bytes
+    await path.record_outcome(request.principal, begun, started, outcome)
 
 
 def _refusal(request: ProxiedRead[Any], reason: str, begun: dict[str, Any]) -> MCPError:
