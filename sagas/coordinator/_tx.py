@@ -254,7 +254,7 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
 def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
     """The transaction that creates a saga (nothing to lock yet, nothing to refuse)."""
     with transaction.atomic(durable=True):
-        saga.save(force_insert=True)
+        statements.insert([saga])
         tx = Tx(saga, actor)
         yield tx
         tx.flush()
