@@ -47,17 +47,30 @@ def token_verifier() -> TokenVerifier | None:
 
 def authenticate(authorization: str | None, *, protocol: str) -> Principal:
     """Raises AuthenticationFailed (with a WWW-Authenticate challenge) when a token is required and is missing,
-    malformed or invalid. In mode none every caller is the anonymous local admin."""
+    malformed or invalid. In mode none every caller is the anonymous local admin. May block (a JWKS fetch)."""
     verifier = token_verifier()
     if verifier is None:
         return anonymous_principal(protocol)
+    return verifier.verify(_bearer_token(authorization), protocol=protocol)
+
+
+def authenticate_now(authorization: str | None, *, protocol: str) -> Principal | None:
+    """`authenticate` when it can answer without blocking (mode none, a static token, a JWT verified a moment
+    ago), else None: call `authenticate` off the event loop. Raises AuthenticationFailed as it does."""
+    verifier = token_verifier()
+    if verifier is None:
+        return anonymous_principal(protocol)
+    return verifier.verify_now(_bearer_token(authorization), protocol=protocol)
+
+
+def _bearer_token(authorization: str | None) -> str:
     scheme, _, token = (authorization or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthenticationFailed(
             "Authentication required: send the header 'Authorization: Bearer <access token>'.",
             error="invalid_request" if authorization else "invalid_token",
         )
-    return verifier.verify(token.strip(), protocol=protocol)
+    return token.strip()
 
 
 def protected_resource_metadata(resource_path: str = "/mcp") -> dict[str, object]:

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import telemetry
 from governance.errors import AuthenticationFailed
-from governance.identity.authentication import authenticate
+from governance.identity.authentication import authenticate, authenticate_now
 from governance.identity.principal import Principal
 
 current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("current_principal", default=None)
@@ -31,8 +31,9 @@ class BearerAuth:
             return
         header = _header(scope, b"authorization")
         try:
-            # A JWKS fetch may block on the network: keep it off the event loop.
-            principal = await sync_to_async(authenticate, thread_sensitive=False)(header, protocol=self.protocol)
+            principal = authenticate_now(header, protocol=self.protocol)
+            if principal is None:  # a JWKS fetch may block on the network: keep it off the event loop
+                principal = await sync_to_async(authenticate, thread_sensitive=False)(header, protocol=self.protocol)
         except AuthenticationFailed as refusal:
             await self._challenge(refusal, send)
             return

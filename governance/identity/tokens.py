@@ -21,6 +21,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from governance.errors import AuthenticationFailed
 from governance.identity.principal import Principal
+from governance.identity.verified_tokens import VerifiedTokens
 
 # JWKS fetches wait at most this long: a slow identity provider must not hold requests hostage.
 JWKS_TIMEOUT_SECONDS = 5.0
@@ -29,6 +30,10 @@ JWKS_TIMEOUT_SECONDS = 5.0
 @runtime_checkable
 class TokenVerifier(Protocol):
     def verify(self, token: str, *, protocol: str) -> Principal: ...
+
+    def verify_now(self, token: str, *, protocol: str) -> Principal | None:
+        """`verify` when it needs no network (no JWKS fetch), else None: the caller verifies on a worker thread."""
+        ...
 
 
 def _string_list(value: Any) -> list[str]:
@@ -103,6 +108,9 @@ class StaticTokenVerifier:
             protocol=protocol,
         )
 
+    def verify_now(self, token: str, *, protocol: str) -> Principal | None:
+        return self.verify(token, protocol=protocol)  # a look-up in memory
+
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -167,10 +175,18 @@ class JWTVerifier:
             ttl=settings.SAGA_JWKS_CACHE_SECONDS,
             min_refresh=settings.SAGA_JWKS_MIN_REFRESH_SECONDS,
         )
+        self.verified = VerifiedTokens()
 
     def verify(self, token: str, *, protocol: str) -> Principal:
+        if (known := self.verified.get(token, protocol)) is not None:
+            return known
         claims = self._claims(token)
-        return principal_from_claims(claims, protocol=protocol)
+        principal = principal_from_claims(claims, protocol=protocol)
+        self.verified.put(token, protocol, principal, expires_at=float(claims["exp"]))
+        return principal
+
+    def verify_now(self, token: str, *, protocol: str) -> Principal | None:
+        return self.verified.get(token, protocol)  # verifying anew may fetch the JWKS
 
     def _claims(self, token: str) -> dict[str, Any]:
         try:

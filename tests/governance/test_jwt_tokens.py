@@ -186,3 +186,37 @@ def test_protected_resource_metadata_names_the_issuer(jwks: JWKSServer, client: 
 def test_protected_resource_metadata_is_absent_without_jwt(client: Any, settings: Any):
     settings.SAGA_AUTH_MODE = "none"
     assert client.get("/.well-known/oauth-protected-resource/mcp").status_code == 404
+
+
+def test_a_token_verified_once_is_answered_without_blocking_until_it_expires(
+    jwks: JWKSServer, keys: dict[str, SigningKey]
+):
+    from governance.identity.authentication import authenticate_now
+
+    token = keys["rsa"].sign()
+    header = f"Bearer {token}"
+    # never seen: answering would need the signature check (and maybe a JWKS fetch), so it is left to a thread
+    assert authenticate_now(header, protocol="test") is None
+    verified = _auth(token)
+    fetches = jwks.fetches
+    # seen a moment ago: the same principal from memory, no JWKS fetch, on whichever protocol it was verified for
+    assert authenticate_now(header, protocol="test") == verified
+    assert authenticate_now(header, protocol="other") is None
+    assert jwks.fetches == fetches
+    with pytest.raises(AuthenticationFailed, match="Bearer <access token>"):
+        authenticate_now("Basic abc", protocol="test")
+
+
+def test_remembered_tokens_expire_with_the_token_and_are_bounded():
+    from governance.identity.principal import local_principal
+    from governance.identity.verified_tokens import VerifiedTokens
+
+    remembered = VerifiedTokens(kept=2, seconds=60)
+    someone = local_principal(protocol="test", tenant_id="acme")
+    remembered.put("expired-token-0123456789", "test", someone, expires_at=0.0)
+    assert remembered.get("expired-token-0123456789", "test") is None
+    for name in ("first", "second", "third"):
+        remembered.put(f"{name}-token-0123456789", "test", someone, expires_at=4_102_444_800.0)
+    assert remembered.get("first-token-0123456789", "test") is None  # the least recently used went first
+    assert remembered.get("third-token-0123456789", "test") == someone
+    assert all("token" not in key[0] for key in remembered._entries)  # digests only, never the token
