@@ -50,6 +50,36 @@ def _refuse_bad_configuration(**kwargs: Any) -> None:
         sys.exit(report)
 
 
+def _keep_the_connection_pool(**kwargs: Any) -> None:
+    """Celery's Django fixup closes the whole connection pool after every task in a prefork child (celery#10554),
+    so each task would open new PostgreSQL backends. With the pool (saga_project.database) its task-boundary
+    handlers give way to ones that return each connection to the pool instead; its post-fork handling (a child
+    drops what it inherited) stays. Runs after the fixup's own worker_init handler, which installed them."""
+    from celery.fixups.django import DjangoFixup
+    from django.conf import settings
+
+    if not settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):
+        return
+    for fixup in app._fixups or []:
+        if isinstance(fixup, DjangoFixup) and fixup._worker_fixup is not None:
+            signals.task_prerun.disconnect(fixup._worker_fixup.on_task_prerun)
+            signals.task_postrun.disconnect(fixup._worker_fixup.on_task_postrun)
+    signals.task_prerun.connect(_return_connections)
+    signals.task_postrun.connect(_return_connections)
+
+
+def _return_connections(sender: Any = None, **kwargs: Any) -> None:
+    """Around each task: close() hands a pooled connection back (a broken one is discarded by the pool)."""
+    if getattr(getattr(sender, "request", None), "is_eager", False):
+        return  # an eager task runs inside its caller, whose connection it shares
+    from django.core.cache import close_caches
+    from django.db import close_old_connections
+
+    close_old_connections()
+    close_caches()
+
+
 # Connected by call, not as decorators: Celery ships no type hints, and an untyped decorator would erase ours.
 app.on_configure.connect(_settings_or_exit)
 signals.worker_init.connect(_refuse_bad_configuration)
+signals.worker_init.connect(_keep_the_connection_pool)

@@ -2,10 +2,10 @@
 the problem and the fix.
 
 The checks themselves are Django system checks, each app registering its own (governance.checks: tokens, JWT,
-policy; registry.checks: SAGA_ACTIONS_FILE; this module: SAGA_PUBLIC_URL and the OpenTelemetry endpoint), so
-`semantic-saga check` (and `check --deploy`) reports the same problems without serving. `serve`, `mcp`, the seed
-command lines and the Celery worker call `configuration_report` before they accept work; values settings.py
-already refuses at import stop earlier, in saga_project.cli.
+policy; registry.checks: SAGA_ACTIONS_FILE; this module: SAGA_PUBLIC_URL, the OpenTelemetry endpoint, the
+PostgreSQL pool), so `semantic-saga check` (and `check --deploy`) reports the same problems without serving.
+`serve`, `mcp`, the seed command lines and the Celery worker call `configuration_report` before they accept work;
+values settings.py already refuses at import stop earlier, in saga_project.cli.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, register, run_checks
 
 from governance.checks import TAG, http_url_problem
+from saga_project.database import pool_problem
 
 # The OTLP/HTTP exporters read these (audit.telemetry, docs/observability.md); any one set must be a URL.
 OTEL_ENDPOINT_VARIABLES = (
@@ -62,6 +63,21 @@ def otel_endpoint_check(**kwargs: Any) -> list[CheckMessage]:
                 )
             )
     return errors
+
+
+@register(TAG)
+def database_pool_check(**kwargs: Any) -> list[CheckMessage]:
+    """A pool psycopg would refuse fails only at the first query, long after start-up (saga_project.database)."""
+    problem = pool_problem(settings.DATABASES["default"])
+    if problem is None:
+        return []
+    return [
+        Error(
+            f"The PostgreSQL connection pool is misconfigured: {problem}.",
+            hint="Fix the variable named (docs/configuration.md, 'Database connections'), or set SAGA_DB_POOL=off.",
+            id="saga.E042",
+        )
+    ]
 
 
 def configuration_report(program: str) -> str | None:

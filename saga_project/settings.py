@@ -10,6 +10,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from saga_project.database import configure_postgresql
 from saga_project.environment import SettingsEnv, load_dotenv
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -110,13 +111,8 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     if env.str("SAGA_TEST_SQLITE_PATH", default=""):
         _db["TEST"] = {"NAME": env.str("SAGA_TEST_SQLITE_PATH")}
 else:
-    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
-    _db.setdefault("CONN_HEALTH_CHECKS", True)
-    # Server-side binding lets psycopg prepare the coordinator's repeated statements once per connection, so
-    # PostgreSQL stops re-planning them on every step (the hot path's queries are few and always the same).
-    _pg_options = _db.setdefault("OPTIONS", {})
-    _pg_options.setdefault("server_side_binding", env.bool("SAGA_PG_SERVER_SIDE_BINDING", default=True))
-    _pg_options.setdefault("prepare_threshold", env.int("SAGA_PG_PREPARE_THRESHOLD", default=2))
+    # The connection pool (SAGA_DB_POOL_*), or PgBouncer transaction mode (SAGA_PGBOUNCER): saga_project.database.
+    configure_postgresql(_db, env)
 
 # --- saga engine ------------------------------------------------------------------------------------------------
 

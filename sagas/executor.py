@@ -67,7 +67,8 @@ def pool() -> ThreadPoolExecutor:
 
 
 def in_worker_thread(fn: Callable[[], JobResult]) -> Callable[[], JobResult]:
-    """Wrap work for a pool thread: errors are logged (a nudge has no caller to tell), connections closed."""
+    """Wrap work for a pool thread: errors are logged (a nudge has no caller to tell), connections closed (with
+    the PostgreSQL pool, returned to it: the next job reuses the backend; a broken one is replaced)."""
 
     def run() -> JobResult:
         try:

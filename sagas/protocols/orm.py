@@ -1,8 +1,9 @@
 """Running synchronous ORM work from async protocol handlers, off the event loop.
 
-Django's request signals never fire for MCP or A2A requests, so connections are closed here around each unit;
-with asgiref's ThreadSensitiveContext around the protocol app, each request gets its own thread instead of all
-requests queueing on one.
+Django's request signals never fire for MCP or A2A requests, so connections are closed here around each unit
+(with the PostgreSQL pool, saga_project.database, closing hands the connection back to the pool, and the next unit
+checks one out: no new backend per call); with asgiref's ThreadSensitiveContext around the protocol app, each
+request gets its own thread instead of all requests queueing on one.
 """
 
 from __future__ import annotations
