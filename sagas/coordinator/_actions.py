@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +49,72 @@ def pinned_version(action: str, version: str, expected_hash: str) -> Pinned:
     """The exact version a node pinned; refuses a registry row whose content no longer matches the pin."""
     pinned = resolve(action, version)
     if pinned.definition_hash != expected_hash or definition_hash(pinned.definition) != expected_hash:
-        raise SagaError(
-            "DEFINITION_HASH_MISMATCH",
-            f"The registered contract {action}@{version} no longer matches the hash this node pinned "
-            f"({expected_hash[:12]}...). Nothing was executed. An operator must restore the contract or the node "
-            "must be re-planned against a new version.",
-        )
+        raise _hash_mismatch(action, version, expected_hash)
     return pinned
+
+
+def pinned_from_stored(
+    action: str, version: str, expected_hash: str, stored: tuple[bool | None, str | None, str | None]
+) -> Pinned:
+    """`pinned_version` from the registry row's (active, definition_hash, definition as stored text), read by the
+    query that found the node (sagas.coordinator._ready_queries), so a claim costs no registry round trip.
+
+    The stored text is compared with the text this process last verified for the pin: the same text is the same
+    contract, so it is neither decoded nor hashed again; any other text (a changed row) is verified from scratch.
+    A missing or inactive row takes the registry path, which raises the precise error.
+    """
+    active, stored_hash, text = stored
+    if not active or text is None:
+        return pinned_version(action, version, expected_hash)
+    key = (action, version, expected_hash)
+    known = _VERIFIED.get(key)
+    if known is not None and known[0] == text and stored_hash == expected_hash:
+        return known[1]
+    definition = json.loads(text)
+    if stored_hash != expected_hash or definition_hash(definition) != expected_hash:
+        raise _hash_mismatch(action, version, expected_hash)
+    pinned = Pinned(action, version, expected_hash, definition)
+    _VERIFIED.put(key, text, pinned)
+    return pinned
+
+
+def _hash_mismatch(action: str, version: str, expected_hash: str) -> SagaError:
+    return SagaError(
+        "DEFINITION_HASH_MISMATCH",
+        f"The registered contract {action}@{version} no longer matches the hash this node pinned "
+        f"({expected_hash[:12]}...). Nothing was executed. An operator must restore the contract or the node "
+        "must be re-planned against a new version.",
+    )
+
+
+class _VerifiedContracts:
+    """Pins this process has verified, with the stored text they were verified from (bounded, least recent out).
+
+    Keyed by the pin (action, version, hash): a hash is the contract's identity, so an entry never goes stale; the
+    text comparison is what notices a registry row edited in place.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: OrderedDict[tuple[str, str, str], tuple[str, Pinned]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[str, Pinned] | None:
+        with self._lock:
+            found = self._entries.get(key)
+            if found is not None:
+                self._entries.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str, str], text: str, pinned: Pinned) -> None:
+        with self._lock:
+            self._entries[key] = (text, pinned)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+
+_VERIFIED = _VerifiedContracts(size=1024)
 
 
 def check_input(pinned: Pinned, payload: object) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
+from registry.models import ActionDefinition
 from sagas.coordinator._tx import Tx
 from sagas.models import Node, NodeDependency, Saga
 from sagas.states import NodeStatus, SagaStatus
@@ -39,15 +40,24 @@ def _now_sql(vendor: str) -> str:
 @cache
 def _tables(vendor: str) -> dict[str, str]:
     quote = connection.ops.quote_name
-    return {"node": quote(Node._meta.db_table), "dep": quote(NodeDependency._meta.db_table)}
+    return {
+        "node": quote(Node._meta.db_table),
+        "dep": quote(NodeDependency._meta.db_table),
+        "contract": quote(ActionDefinition._meta.db_table),
+    }
 
 
 def ready_nodes(saga_id: uuid.UUID, limit: int, only: uuid.UUID | None = None) -> list[Node]:
-    """READY nodes of the saga that are due (planning order), each carrying the saga's EXECUTING count."""
+    """READY nodes of the saga that are due (planning order), each carrying the saga's EXECUTING count and its
+    pinned registry row (active flag, hash and stored text; see `pinned_contract_row`), so a claim needs no
+    registry read of its own."""
     t = _tables(connection.vendor)
     sql = (
         f'SELECT n.*, (SELECT COUNT(*) FROM {t["node"]} e WHERE e."saga_id" = n."saga_id" AND e."status" = %s) '
-        f'AS "executing" FROM {t["node"]} n WHERE n."saga_id" = %s AND n."status" = %s '
+        f'AS "executing", a."active" AS "contract_active", a."definition_hash" AS "contract_hash", '
+        f'CAST(a."definition" AS TEXT) AS "contract_text" FROM {t["node"]} n '
+        f'LEFT JOIN {t["contract"]} a ON a."action_id" = n."action" AND a."version" = n."action_version" '
+        f'WHERE n."saga_id" = %s AND n."status" = %s '
         f'AND (n."next_attempt_at" IS NULL OR n."next_attempt_at" <= {_now_sql(connection.vendor)})'
     )
     params: list[Any] = [NodeStatus.EXECUTING, _prep(Node, "id", saga_id), NodeStatus.READY]
@@ -57,6 +67,14 @@ def ready_nodes(saga_id: uuid.UUID, limit: int, only: uuid.UUID | None = None) -
     sql += ' ORDER BY n."position" LIMIT %s'
     params.append(limit)
     return list(Node.objects.raw(sql, params))
+
+
+def pinned_contract_row(node: Node) -> tuple[bool | None, str | None, str | None] | None:
+    """The registry row a node from `ready_nodes` pinned, as that query read it, or None for a node read otherwise."""
+    if not hasattr(node, "contract_text"):
+        return None
+    active = getattr(node, "contract_active")  # noqa: B009 (a column of the raw query, not a model field)
+    return (None if active is None else bool(active)), getattr(node, "contract_hash"), getattr(node, "contract_text")  # noqa: B009
 
 
 def dependants_now_ready(node: Node) -> list[Node]:

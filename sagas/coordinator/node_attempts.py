@@ -24,7 +24,7 @@ from sagas import executor
 from sagas.coordinator import _actions, _graph, _policy, nudges
 from sagas.coordinator._attempts import Claim, apply_failure_mode, new_step, perform, prior_receipt, record_outcome
 from sagas.coordinator._proxy_contract import is_proxied_action
-from sagas.coordinator._ready_queries import executing_count, ready_within_capacity
+from sagas.coordinator._ready_queries import executing_count, pinned_contract_row, ready_within_capacity
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.coordinator.leases import lease_deadline, worker_id
@@ -107,7 +107,7 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
     if is_proxied_action(tx.saga, node.action):
         return None  # a held proxied call: its proxy forwards it once approved (sagas.coordinator.held_calls)
     try:
-        pinned = _actions.pinned_version(node.action, node.action_version, node.action_definition_hash)
+        pinned = _pinned(node)
         _check_approval(node)
         payload = _actions.check_input(pinned, node.input)
     except SagaError as refusal:
@@ -146,6 +146,14 @@ def _claim_node(tx: Tx, node: Node) -> Claim | None:
         data={"attempt": node.attempts, "worker": worker_id()},
     )
     return Claim(tx.actor, tx.saga.id, step.id, node.id, fence, node.attempts, pinned, payload, prior)
+
+
+def _pinned(node: Node) -> _actions.Pinned:
+    """The contract the node pinned, from the registry row its ready query read (or from the registry)."""
+    stored = pinned_contract_row(node)
+    if stored is None:
+        return _actions.pinned_version(node.action, node.action_version, node.action_definition_hash)
+    return _actions.pinned_from_stored(node.action, node.action_version, node.action_definition_hash, stored)
 
 
 def _refuse_before_start(tx: Tx, node: Node, refusal: SagaError) -> None:

@@ -23,9 +23,10 @@ from sagas.states import NodeStatus
 from tests.contracts import register
 
 # Recording COMPLETED(N) and claiming N+1: lock (+ kill switch flag), own check, step and node updates, the
-# dependants query and their promotion, the ready-with-capacity query, the pinned contract, the step insert, the
-# claim, the audit insert and the saga row (sequence, run budget and chain head together), within BEGIN/COMMIT.
-CHAINED_STEP_MAX_QUERIES = 14
+# dependants query and their promotion, the ready-with-capacity query (which also reads the pinned contract's
+# registry row), the step insert, the claim, the audit insert and the saga row (sequence, run budget and chain
+# head together), within BEGIN/COMMIT.
+CHAINED_STEP_MAX_QUERIES = 13
 
 NOOP = {
     "id": "noop",
