@@ -26,6 +26,8 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models.sql import Query
 from django.db.models.sql.compiler import SQLCompiler
 
+from audit import write_behind
+
 M = TypeVar("M", bound=models.Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
@@ -44,8 +46,13 @@ def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
         row = [_value(field, field.pre_save(obj, True), connection, compiler) for field in _concrete_fields(model)]
         placeholders.append(tuple(sql for sql, _ in row))
         params.extend(param for _, values in row for param in values)
-    with connection.cursor() as cursor:
-        cursor.execute(_insert_sql(using, model, tuple(placeholders)), params)
+    sql = _insert_sql(using, model, tuple(placeholders))
+    queue = write_behind.active(using)
+    if queue is not None:
+        queue.queue(sql, params)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = using
@@ -58,11 +65,15 @@ def update(
     values: dict[str, Any],
     *,
     expect_status: str | None = None,
+    stale_message: str = "",
     using: str = "default",
 ) -> int:
     """UPDATE one row by primary key (and, with `expect_status`, only while its status is that: a compare and
     set); returns the rows changed. A model instance given for a foreign key writes its primary key; a database
-    expression (a lease deadline from the database's now()) is compiled as the ORM would."""
+    expression (a lease deadline from the database's now()) is compiled as the ORM would.
+
+    Inside `write_behind()` the statement is queued and 1 returned: a compare-and-set that then finds no row fails
+    the transaction with `StaleWrite(stale_message)` before it commits (audit.write_behind)."""
     connection = connections[using]
     compiler = _compiler(model, using)
     assignments: list[tuple[str, str]] = []
@@ -76,8 +87,15 @@ def update(
     params.append(pk_param(model, pk, using))
     if expect_status is not None:
         params.append(expect_status)
+    sql = _update_sql(using, model, tuple(assignments), expect_status is not None)
+    queue = write_behind.active(using)
+    if queue is not None:
+        if expect_status is not None:
+            sql, params = _checked(sql), [*params, stale_message or f"{model.__name__} {pk} changed first"]
+        queue.queue(sql, params)
+        return 1
     with connection.cursor() as cursor:
-        cursor.execute(_update_sql(using, model, tuple(assignments), expect_status is not None), params)
+        cursor.execute(sql, params)
         return int(cursor.rowcount)
 
 
@@ -167,6 +185,12 @@ def _update_sql(
     if compare_status:
         where += f" AND {quote(_column(meta.get_field('status')))} = %s"
     return f"UPDATE {quote(meta.db_table)} SET {changes} WHERE {where}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked(update_sql: str) -> str:
+    """A compare-and-set that fails its transaction when it changes no row (PostgreSQL; audit migration 0003)."""
+    return f"WITH changed AS ({update_sql} RETURNING 1) SELECT saga_expect_rows(COUNT(*), 1, %s) FROM changed"
 
 
 @functools.lru_cache(maxsize=256)

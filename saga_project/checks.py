@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register, run_checks
 
+from audit.write_behind import pipeline_supported
 from governance.checks import TAG, http_url_problem
 from saga_project.database import pool_problem
 
@@ -76,6 +77,22 @@ def database_pool_check(**kwargs: Any) -> list[CheckMessage]:
             f"The PostgreSQL connection pool is misconfigured: {problem}.",
             hint="Fix the variable named (docs/configuration.md, 'Database connections'), or set SAGA_DB_POOL=off.",
             id="saga.E042",
+        )
+    ]
+
+
+@register(TAG)
+def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
+    """SAGA_PG_PIPELINE needs a libpq with pipeline mode; without one, writes would silently go one by one."""
+    if not settings.SAGA_PG_PIPELINE or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
+        return []
+    if pipeline_supported():
+        return []
+    return [
+        Error(
+            "SAGA_PG_PIPELINE is on, but this psycopg's libpq has no pipeline mode (libpq 14 or later is needed).",
+            hint="Install psycopg[binary] (it bundles a recent libpq), or set SAGA_PG_PIPELINE=false.",
+            id="saga.E043",
         )
     ]
 

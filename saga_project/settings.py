@@ -120,6 +120,8 @@ else:
 SAGA_ACTIONS_FILE: str = env.str("SAGA_ACTIONS_FILE", default="")
 # Directory below which the builtin create_text_file action may create files.
 SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str(BASE_DIR / "saga-files"))
+# PostgreSQL: a coordinator transaction's row writes travel with its next read and its COMMIT (audit.write_behind).
+SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.
 SAGA_LEASE_SECONDS: int = env.int("SAGA_LEASE_SECONDS", default=30)
 # Threads of the embedded in-process executor (independent ready nodes run concurrently up to this many).

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from audit import chain, statements, telemetry
+from audit import chain, statements, telemetry, write_behind
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.models import KillSwitch
@@ -102,12 +102,13 @@ class Tx:
                 "Read the saga again (get_saga) to see its current state.",
             )
         stamp = {"updated_at": timezone.now()} if type(obj) in _STAMPED else {}
-        changed = statements.update(type(obj), obj.pk, {"status": to, **stamp, **fields}, expect_status=current)
-        if changed != 1:
-            raise StaleState(
-                message=f"The {kind} {obj.pk} is no longer {current}: another request changed it first. "
-                "Nothing was changed by this call. Read the saga again and decide from its current state.",
-            )
+        stale = (
+            f"The {kind} {obj.pk} is no longer {current}: another request changed it first. "
+            "Nothing was changed by this call. Read the saga again and decide from its current state."
+        )
+        values = {"status": to, **stamp, **fields}
+        if statements.update(type(obj), obj.pk, values, expect_status=current, stale_message=stale) != 1:
+            raise StaleState(message=stale)
         obj.status = to
         _apply(obj, {**stamp, **fields})
         if event:
@@ -236,7 +237,7 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
     if parsed is None:
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
-    with transaction.atomic(durable=True):
+    with _durable() as commit:
         saga = _lock(parsed, actor.tenant_id)
         if saga is None:
             raise saga_not_found(saga_id)
@@ -246,18 +247,36 @@ def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
         except Refusal as refusal:
             refused = refusal.error
         tx.flush()
+        commit()
     if refused is not None:
         raise refused
 
 
 @contextmanager
+def _durable() -> Iterator[Callable[[], None]]:
+    """`transaction.atomic(durable=True)` whose row writes are queued and sent with the next read, the last ones
+    with COMMIT (audit.write_behind, on PostgreSQL). Yields `commit`, to call as the block's last statement; a
+    compare-and-set that found its row changed fails the transaction there (or at the read) as StaleState."""
+    try:
+        with transaction.atomic(durable=True), write_behind.write_behind() as queue:
+            yield (lambda: queue.finish(commit=write_behind.outermost(connection))) if queue else _nothing
+    except write_behind.StaleWrite as stale:
+        raise StaleState(message=str(stale)) from None
+
+
+def _nothing() -> None:
+    return None
+
+
+@contextmanager
 def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
     """The transaction that creates a saga (nothing to lock yet, nothing to refuse)."""
-    with transaction.atomic(durable=True):
+    with _durable() as commit:
         statements.insert([saga])
         tx = Tx(saga, actor)
         yield tx
         tx.flush()
+        commit()
 
 
 @contextmanager
@@ -266,7 +285,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     process holds is skipped (None) rather than waited for: PostgreSQL FOR NO KEY UPDATE SKIP LOCKED."""
     from governance.identity.principal import system_principal
 
-    with transaction.atomic(durable=True):
+    with _durable() as commit:
         saga = _lock(saga_id, None, skip_locked=skip_locked)
         if saga is None:
             yield None
@@ -274,3 +293,4 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
         tx = Tx(saga, system_principal(saga.tenant_id))
         yield tx
         tx.flush()
+        commit()

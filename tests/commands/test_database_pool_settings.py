@@ -77,3 +77,16 @@ def test_a_bad_pool_is_a_startup_check_error(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(checks, "settings", SimpleNamespace(DATABASES=bad))
     messages = checks.database_pool_check()
     assert [m.id for m in messages] == ["saga.E042"] and "SAGA_DB_POOL_MAX_SIZE" in messages[0].msg
+
+
+@pytest.mark.parametrize("pipeline", [True, False])
+def test_pipelining_without_libpq_support_is_a_startup_check_error(monkeypatch: pytest.MonkeyPatch, pipeline: bool):
+    assert "saga.E043" not in [m.id for m in run_checks()]  # this machine's psycopg has pipeline mode
+    postgres = {"default": {"ENGINE": "django.db.backends.postgresql"}}
+    monkeypatch.setattr(checks, "settings", SimpleNamespace(DATABASES=postgres, SAGA_PG_PIPELINE=pipeline))
+    monkeypatch.setattr(checks, "pipeline_supported", lambda: False)  # an old system libpq, which we cannot install
+    messages = checks.pipeline_check()
+    if pipeline:
+        assert [m.id for m in messages] == ["saga.E043"] and "SAGA_PG_PIPELINE=false" in (messages[0].hint or "")
+    else:
+        assert messages == []  # turned off: writes go one by one, nothing to check
