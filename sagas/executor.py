@@ -1,5 +1,5 @@
 """Performs one action call (forward or compensation), never inside a database transaction, and hosts the embedded
-executor's thread pool.
+executor's thread pool and the fan-out threads (sagas.coordinator.fan_out) of every process, Celery workers too.
 
 Failures become an `Outcome` instead of an exception so the coordinator can record them; an unexpected error in
 action code is treated as uncertain, because we cannot know how far it got before raising. Leases and their
@@ -9,6 +9,7 @@ heartbeats are the coordinator's (sagas.coordinator.leases): it keeps the lease 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +57,8 @@ def perform(definition: dict[str, Any], ctx: InvocationContext, *, compensation:
 
 
 _pool: ThreadPoolExecutor | None = None
+_fan_out_pool: ThreadPoolExecutor | None = None
+_fan_out_lock = threading.Lock()
 
 
 def pool() -> ThreadPoolExecutor:
@@ -84,3 +87,16 @@ def in_worker_thread(fn: Callable[[], JobResult]) -> Callable[[], JobResult]:
 
 def submit(job: Callable[[], Any]) -> None:
     pool().submit(job)
+
+
+def submit_fan_out(job: Callable[[], Any]) -> None:
+    """Run a node claimed in a finishing node's commit on this process's fan-out threads (sagas.coordinator.fan_out
+    reserves a thread before each claim, so a job never queues behind others)."""
+    global _fan_out_pool
+    with _fan_out_lock:  # two threads' first fan-outs at once must not build two pools
+        if _fan_out_pool is None:
+            # Sized once: a thread count raised later (tests) only queues the surplus, it never loses a job.
+            _fan_out_pool = ThreadPoolExecutor(
+                max_workers=max(1, settings.SAGA_FAN_OUT_THREADS), thread_name_prefix="saga-fan-out"
+            )
+    _fan_out_pool.submit(job)

@@ -4,7 +4,8 @@ section 5; the three phases are in sagas.coordinator._attempts).
 Nodes run where a nudge lands (a Celery worker, or the embedded executor's threads): `node_execute` claims the
 node if it is still READY and the saga's current run has capacity, and after recording an outcome it claims the
 next ready node of the same run in that same commit (COMPLETED(N) + EXECUTING(N+1)), so a linear saga costs one
-commit per step and no broker hop; further ready nodes (fan-out) are nudged to other workers after commit.
+commit per step and no broker hop. Further ready nodes (fan-out) are claimed in that commit too, one per free
+fan-out thread of this process (sagas.coordinator.fan_out), and only those beyond are nudged to other workers.
 
 The claim re-checks everything under the saga lock, for THIS node now: the pinned contract still matches, a
 required approval is bound to its contract and input, the input is valid, no kill switch is engaged, and tenant
@@ -14,6 +15,8 @@ policy still allows it (a policy tightened after planning stops the node with ze
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
+from functools import partial
 
 from django.utils import timezone
 
@@ -27,6 +30,7 @@ from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._ready_queries import executing_count, pinned_contract_row, ready_within_capacity
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
+from sagas.coordinator.fan_out import NUDGE_IN_FLIGHT_SECONDS, LocalClaims
 from sagas.coordinator.leases import lease_deadline, worker_id
 from sagas.errors import SagaError
 from sagas.models import Node, Saga
@@ -53,8 +57,10 @@ def node_execute(*, saga_id: object, node_id: object, trace: dict[str, str] | No
     return ran
 
 
-def dispatch_ready(tx: Tx, *, chain: bool) -> Claim | None:
-    """Within the run's capacity: claim the first ready node here (chain=True) and nudge the rest to others."""
+def dispatch_ready(tx: Tx, *, chain: bool, local: LocalClaims | None = None) -> Claim | None:
+    """Within the run's capacity: claim the first ready node for this thread (chain=True), then one for each free
+    fan-out thread of this process (`local`, run after commit: sagas.coordinator.fan_out), and nudge the rest to
+    other workers in one batch."""
     nodes = ready_within_capacity(tx)
     claimed = None
     nudged: list[Node] = []
@@ -63,11 +69,39 @@ def dispatch_ready(tx: Tx, *, chain: bool) -> Claim | None:
             claimed = _claim_node(tx, node)
             if claimed is not None:
                 continue
+        elif local is not None and _claim_locally(tx, node, local):
+            continue
         nudged.append(node)
-    tx.update_many(nudged, dispatched_at=timezone.now())
-    for node in nudged:
-        nudges.nudge_node(tx.saga.id, node.id)
+    _nudge_once(tx, nudged)
     return claimed
+
+
+def _nudge_once(tx: Tx, nodes: list[Node]) -> None:
+    """Nudge the nodes in one batch, except those nudged a moment ago: that nudge is still on its way, and a second
+    one would only queue one more claim transaction on the saga lock. A nudge that was lost, or that found the run
+    at capacity, is sent again by the next finishing node after `fan_out.NUDGE_IN_FLIGHT_SECONDS`, or by the
+    recovery sweep."""
+    now = timezone.now()
+    recent = now - timedelta(seconds=NUDGE_IN_FLIGHT_SECONDS)
+    due = [node for node in nodes if node.dispatched_at is None or node.dispatched_at < recent]
+    tx.update_many(due, dispatched_at=now)
+    for node in due:
+        nudges.nudge_node(tx.saga.id, node.id)
+
+
+def _claim_locally(tx: Tx, node: Node, local: LocalClaims) -> bool:
+    """Claim `node` for a fan-out thread of this process, if one is free and the saga still runs.
+
+    A refusal, kill switch or policy stop of an earlier claim in this commit may have stopped the saga; the claim
+    checks themselves do not look at the saga's status (the ready query does), so it is checked here."""
+    if tx.saga.status != SagaStatus.ACTIVE or not local.reserve():
+        return False
+    claim = _claim_node(tx, node)
+    if claim is None:
+        local.unreserve()
+        return False
+    local.keep(claim)
+    return True
 
 
 # --- phase 1: claim -----------------------------------------------------------------------------------------------
@@ -217,15 +251,21 @@ def _run_claim(claim: Claim) -> Claim | None:
 
 
 def _record(claim: Claim, outcome: executor.Outcome) -> Claim | None:
-    """Phase 3 for a node, in one commit with what follows: the next ready node claimed here (chained), further
-    ready nodes nudged to other workers, or the rollback nudged once nothing of a FAILED saga is in flight."""
-    _, chained = record_outcome(claim, outcome, _follow_up)
+    """Phase 3 for a node, in one commit with what follows: the next ready node claimed here (chained), more ready
+    nodes claimed for this process's fan-out threads and started once committed, further ready nodes nudged to
+    other workers, or the rollback nudged once nothing of a FAILED saga is in flight."""
+    local = LocalClaims()
+    try:
+        _, chained = record_outcome(claim, outcome, partial(_follow_up, local=local))
+        local.launch(_run_claim)  # committed (locked_saga is durable): the claims exist, so they run
+    finally:
+        local.release()  # a rolled-back commit's claims never existed: their threads are free again
     return chained
 
 
-def _follow_up(tx: Tx) -> Claim | None:
+def _follow_up(tx: Tx, local: LocalClaims | None = None) -> Claim | None:
     if tx.saga.status == SagaStatus.FAILED:
         if executing_count(tx.saga) == 0:
             nudges.nudge_rollback(tx.saga.id)  # the last attempt in flight starts the unwinding
         return None
-    return dispatch_ready(tx, chain=True)
+    return dispatch_ready(tx, chain=True, local=local)

@@ -1,5 +1,6 @@
 """The hot path costs a fixed number of queries: recording a node's outcome and claiming the next node in the same
-commit does not grow with the saga's history, and a fan-out is promoted and nudged in batches, not per node.
+commit does not grow with the saga's history, and a fan-out is promoted and nudged in batches, not per node (the
+nodes claimed in that commit for this process's fan-out threads cost their own claim each).
 
 The counts include the transaction's own BEGIN/COMMIT where the backend reports them. They pin the round trips
 that docs/benchmarks.md accounts for; a change that adds one must say why here.
@@ -15,18 +16,21 @@ from django.test.utils import CaptureQueriesContext
 
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator import node_attempts, nudges
+from sagas.coordinator import fan_out, node_attempts, nudges
 from sagas.coordinator._attempts import Claim
 from sagas.executor import Outcome
 from sagas.models import Node
 from sagas.states import NodeStatus
 from tests.contracts import register
+from tests.sagas.helpers import wait_until
 
 # Recording COMPLETED(N) and claiming N+1: lock (+ kill switch flag), own check, step and node updates, the
 # dependants query and their promotion, the ready-with-capacity query (which also reads the pinned contract's
 # registry row), the step insert, the claim, the audit insert and the saga row (sequence, run budget and chain
 # head together), within BEGIN/COMMIT.
 CHAINED_STEP_MAX_QUERIES = 13
+# One more ready node claimed in the same commit for a fan-out thread: its step insert and its claim.
+FAN_OUT_CLAIM_QUERIES = 2
 
 NOOP = {
     "id": "noop",
@@ -89,8 +93,12 @@ def test_a_chained_step_costs_the_same_fixed_queries_at_every_position(
 
 @pytest.mark.parametrize("width", [4, 16])
 def test_a_fan_out_is_promoted_and_nudged_in_constant_queries(
-    operator: Principal, recorded_nudges: list[tuple[Any, Any]], width: int, request: pytest.FixtureRequest
+    operator: Principal,
+    recorded_nudges: list[tuple[Any, Any]],
+    width: int,
+    settings: Any,
 ) -> None:
+    settings.SAGA_FAN_OUT_THREADS = 2  # fewer than the leaves, so some are claimed here and some nudged
     saga = coordinator.saga_begin(actor=operator)
     _plan(operator, saga.id, "root", [])
     for i in range(width):
@@ -99,9 +107,17 @@ def test_a_fan_out_is_promoted_and_nudged_in_constant_queries(
     claim = node_attempts._claim_nudged(*recorded_nudges.pop())
     assert claim is not None
     count, chained = _record_counting(claim)
-    assert chained is not None  # one leaf is claimed here, in the same commit
-    assert len(recorded_nudges) == width - 1  # the rest go to other workers
-    statuses = list(Node.objects.filter(saga=saga, key__startswith="leaf").values_list("status", flat=True))
-    assert sorted(statuses) == sorted([NodeStatus.EXECUTING] + [NodeStatus.READY] * (width - 1))
-    # Same statements for 4 and 16 leaves: the promotion and the nudge bookkeeping are single statements.
-    assert count == CHAINED_STEP_MAX_QUERIES + 1, count  # + the one UPDATE marking the nudged leaves dispatched
+    assert chained is not None  # one leaf is claimed for this thread, in the same commit
+    assert len(recorded_nudges) == width - 3  # two more for this process's fan-out threads, the rest nudged
+    # Same statements for 4 and 16 leaves: the promotion and the nudge bookkeeping are single statements, and each
+    # leaf claimed for a fan-out thread costs its step insert and its claim (its audit event joins the batch).
+    assert count == CHAINED_STEP_MAX_QUERIES + 2 * FAN_OUT_CLAIM_QUERIES + 1, count  # + the UPDATE of nudged leaves
+    # The fan-out threads run their leaves and chain on into the leaves still READY: all but this thread's.
+    leaves = Node.objects.filter(saga=saga, key__startswith="leaf")
+    wait_until(
+        lambda: fan_out.busy_threads() == 0 and leaves.filter(status=NodeStatus.COMPLETED).count() == width - 1,
+        what="the fan-out threads to run every other leaf",
+    )
+    assert leaves.get(pk=chained.node_id).status == NodeStatus.EXECUTING
+    assert node_attempts._record(chained, Outcome(ok=True, result={})) is None
+    assert set(leaves.values_list("status", flat=True)) == {NodeStatus.COMPLETED}
