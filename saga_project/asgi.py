@@ -17,10 +17,7 @@ from django.core.asgi import get_asgi_application
 
 django_app = get_asgi_application()  # runs django.setup(); import our modules only after this
 
-from asgiref.sync import (
-    ThreadSensitiveContext,
-    sync_to_async,
-)
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -45,16 +42,15 @@ def _load_actions_file() -> None:
         logger.info("action registry loaded file=%s %s", settings.SAGA_ACTIONS_FILE, report.summary())
 
 
-class PerRequestThread:
-    """ORM calls of one protocol request share one thread of their own, as Django views get (a class instance:
-    Starlette's Route treats a plain function as a request handler, not an ASGI app)."""
+class Endpoint:
+    """An ASGI app mounted as a route (a class instance: Starlette's Route treats a plain function as a request
+    handler, not an ASGI app). Its ORM work runs on the long-lived threads of sagas.protocols.orm."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async with ThreadSensitiveContext():
-            await self.app(scope, receive, send)
+        await self.app(scope, receive, send)
 
 
 mcp_endpoint, mcp_server = build_http_app()
@@ -91,7 +87,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
 def _proxy_routes() -> list[BaseRoute]:
     if proxy is None:
         return []
-    return [Route(PROXY_PATH, endpoint=PerRequestThread(proxy.endpoint)), *proxy.public_routes]
+    return [Route(PROXY_PATH, endpoint=Endpoint(proxy.endpoint)), *proxy.public_routes]
 
 
 def _static_mount() -> list[Mount]:
@@ -105,10 +101,10 @@ def _static_mount() -> list[Mount]:
 application = Starlette(
     # Django is typed with its own ASGI protocol; at runtime it is a plain ASGI callable.
     routes=[
-        Route("/mcp", endpoint=PerRequestThread(mcp_endpoint)),  # path passed through unchanged (no 307 to /mcp/)
+        Route("/mcp", endpoint=Endpoint(mcp_endpoint)),  # path passed through unchanged (no 307 to /mcp/)
         *a2a.public_routes,  # the agent card: no authentication
-        Route("/a2a", endpoint=PerRequestThread(a2a.rpc_endpoint)),
-        Route("/a2a/", endpoint=PerRequestThread(a2a.rpc_endpoint)),  # peers that append a slash are served too
+        Route("/a2a", endpoint=Endpoint(a2a.rpc_endpoint)),
+        Route("/a2a/", endpoint=Endpoint(a2a.rpc_endpoint)),  # peers that append a slash are served too
         *_proxy_routes(),
         *_static_mount(),
         Mount("/", app=django_app),  # type: ignore[arg-type]

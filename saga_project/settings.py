@@ -129,6 +129,9 @@ SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
 # Threads per process (Celery workers too) that run ready nodes claimed in a finishing node's own commit
 # (sagas.coordinator.fan_out); ready nodes beyond them are nudged to other workers. 0 = nudge every one.
 SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=8)
+# Threads that run MCP and A2A handlers' database work (sagas.protocols.orm): kept for the life of the process,
+# started only as concurrent calls need them. A call that waits for its nodes (run_saga) holds one meanwhile.
+SAGA_ORM_THREADS: int = env.int("SAGA_ORM_THREADS", default=32)
 # Identity of this process in lease_owner columns.
 SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
 SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
@@ -147,6 +150,8 @@ if SAGA_LEASE_SECONDS < 3:
     raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")
 if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
     raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
+if not 1 <= SAGA_ORM_THREADS <= 1024:
+    raise ImproperlyConfigured(f"SAGA_ORM_THREADS must be between 1 and 1024 (got {SAGA_ORM_THREADS}).")
 if not 0 <= SAGA_FAN_OUT_THREADS <= 256:
     raise ImproperlyConfigured(
         f"SAGA_FAN_OUT_THREADS must be between 0 (nudge every ready node) and 256 (got {SAGA_FAN_OUT_THREADS})."

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +32,6 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, TaskNotCancelableError
-from asgiref.sync import ThreadSensitiveContext
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import ValidationError
@@ -172,7 +169,10 @@ class SagaAgentExecutor(AgentExecutor):
             interop = {"protocol": "a2a", "version": PROTOCOL_VERSION, "context_id": context_id, "task_id": task_id}
             args = args.model_copy(update={"metadata": {**args.metadata, "_interop": interop}})
         try:
-            result = await _on_a_thread_of_its_own(run_command, command.operation, principal, args)
+            # On a thread of the ORM pool: the SDK saves this task's states on others meanwhile, so a long command
+            # (run waits up to a minute) neither hides its WORKING task from GetTask nor holds back an answer to a
+            # peer that asked for returnImmediately.
+            result = await run_orm(run_command, command.operation, principal, args)
         except ServiceError as refusal:
             await updater.reject(updater.new_agent_message(_refusal_parts(refusal)))
             return
@@ -196,23 +196,6 @@ def run_command(operation: Operation[Any], principal: Principal, args: Args) -> 
     """One ORM unit: invoke the operation, return JSON-ready data."""
     result: dict[str, Any] = json.loads(json.dumps(invoke(operation, principal, args), default=str))
     return result
-
-
-async def _on_a_thread_of_its_own(
-    fn: Callable[[Operation[Any], Principal, Args], dict[str, Any]],
-    operation: Operation[Any],
-    principal: Principal,
-    args: Args,
-) -> dict[str, Any]:
-    """run_orm, but not on the request's thread: the SDK saves this task's states on that thread meanwhile, so a
-    long command (run waits up to a minute) neither hides its WORKING task from GetTask nor holds back the answer
-    to a peer that asked for returnImmediately."""
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="a2a-command")
-    try:
-        async with ThreadSensitiveContext(executor=executor):
-            return await run_orm(fn, operation, principal, args)
-    finally:
-        executor.shutdown(wait=False)  # the unit is done: the idle thread exits without blocking the loop
 
 
 def _refusal_parts(refusal: ServiceError) -> list[Part]:

@@ -24,6 +24,9 @@ from tests.sagas.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = "http://127.0.0.1:9999"  # the port the example registry's HTTP actions call
+# One demo service on a fixed port, whose stock these tests count: every test of the module on one xdist worker
+# (make test runs --dist loadgroup), or two workers would share, and race on, one service.
+pytestmark = pytest.mark.xdist_group("demo-service-9999")
 
 
 @pytest.fixture(scope="module")
