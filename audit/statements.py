@@ -29,6 +29,7 @@ from django.db.models.sql.compiler import SQLCompiler
 from audit import write_behind
 
 M = TypeVar("M", bound=models.Model)
+N = TypeVar("N", bound=models.Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 
 
@@ -110,6 +111,24 @@ def select_one(model: type[M], pk: Any, using: str = "default", **equal: Any) ->
         cursor.execute(_select_sql(using, model, tuple(equal)), params)
         row = cursor.fetchone()
     return None if row is None else from_row(model, row, using)
+
+
+def select_two(
+    first: type[M], first_pk: Any, second: type[N], second_pk: Any, using: str = "default"
+) -> tuple[M, N] | None:
+    """The rows `first_pk` of `first` and `second_pk` of `second` in one query (a node and its step), or None when
+    either is missing."""
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _select_two_sql(using, first, second),
+            [pk_param(first, first_pk, using), pk_param(second, second_pk, using)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    split = len(_concrete_fields(first))
+    return from_row(first, row[:split], using), from_row(second, row[split:], using)
 
 
 def select_columns(model: type[models.Model], alias: str, using: str = "default") -> str:
@@ -200,6 +219,16 @@ def _select_sql(using: str, model: type[models.Model], names: tuple[str, ...]) -
     where = " AND ".join(f"t.{quote(_column(meta.get_field(name)))} = %s" for name in names)
     where = f"t.{quote(_column(meta.pk))} = %s" + (f" AND {where}" if where else "")
     return f"SELECT {select_columns(model, 't', using)} FROM {quote(meta.db_table)} t WHERE {where}"
+
+
+@functools.lru_cache(maxsize=16)
+def _select_two_sql(using: str, first: type[models.Model], second: type[models.Model]) -> str:
+    quote = connections[using].ops.quote_name
+    tables = f"{quote(first._meta.db_table)} a, {quote(second._meta.db_table)} b"
+    where = f"a.{quote(_column(first._meta.pk))} = %s AND b.{quote(_column(second._meta.pk))} = %s"
+    return (
+        f"SELECT {select_columns(first, 'a', using)}, {select_columns(second, 'b', using)} FROM {tables} WHERE {where}"
+    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -170,8 +170,10 @@ def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcom
 def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
     node = None
     if claim.node_id:
-        node = Node.objects.select_related("step").get(pk=claim.node_id)  # node and its step in one query
-        step = node.step if node.step_id == claim.step_id and node.step else Step.objects.get(pk=claim.step_id)
+        pair = statements.select_two(Node, claim.node_id, Step, claim.step_id)  # node and its step in one query
+        if pair is None:
+            raise Node.DoesNotExist(f"node {claim.node_id} or its step {claim.step_id} no longer exists")
+        node, step = pair
         holder: Node | Step = node
     else:
         step = holder = Step.objects.get(pk=claim.step_id)

@@ -3,8 +3,9 @@
 The two reads every chained step makes are hand-written SQL (docs/benchmarks.md, "Where a chained step's time
 goes"): building these through the ORM cost several times what the database spends answering them.
 
-Both are plain SQL that SQLite and PostgreSQL read alike; values are prepared by the model fields themselves (a UUID
-is hex text on SQLite, a uuid on PostgreSQL), and the rows come back as Node instances through `Node.objects.raw`.
+Both are plain SQL that SQLite and PostgreSQL read alike, built once per backend; values are prepared by the model
+fields themselves (a UUID is hex text on SQLite, a uuid on PostgreSQL), and the rows become Node instances exactly
+as the ORM would make them (`audit.statements.from_row`), without a raw queryset's per-call column mapping.
 Their behaviour is pinned by the DAG, retry and fan-out tests and their cost by tests/sagas/test_hot_path_queries.py.
 """
 
@@ -18,6 +19,7 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
+from audit import statements
 from registry.models import ActionDefinition
 from sagas.coordinator._tx import Tx
 from sagas.models import Node, NodeDependency, Saga
@@ -51,22 +53,47 @@ def ready_nodes(saga_id: uuid.UUID, limit: int, only: uuid.UUID | None = None) -
     """READY nodes of the saga that are due (planning order), each carrying the saga's EXECUTING count and its
     pinned registry row (active flag, hash and stored text; see `pinned_contract_row`), so a claim needs no
     registry read of its own."""
-    t = _tables(connection.vendor)
-    sql = (
-        f'SELECT n.*, (SELECT COUNT(*) FROM {t["node"]} e WHERE e."saga_id" = n."saga_id" AND e."status" = %s) '
-        f'AS "executing", a."active" AS "contract_active", a."definition_hash" AS "contract_hash", '
-        f'CAST(a."definition" AS TEXT) AS "contract_text" FROM {t["node"]} n '
-        f'LEFT JOIN {t["contract"]} a ON a."action_id" = n."action" AND a."version" = n."action_version" '
-        f'WHERE n."saga_id" = %s AND n."status" = %s '
-        f'AND (n."next_attempt_at" IS NULL OR n."next_attempt_at" <= {_now_sql(connection.vendor)})'
-    )
     params: list[Any] = [NodeStatus.EXECUTING, _prep(Node, "id", saga_id), NodeStatus.READY]
     if only is not None:
-        sql += ' AND n."id" = %s'
         params.append(_prep(Node, "id", only))
-    sql += ' ORDER BY n."position" LIMIT %s'
     params.append(limit)
-    return list(Node.objects.raw(sql, params))
+    return _nodes(_ready_sql(connection.vendor, only is not None), params, READY_EXTRAS)
+
+
+# Columns the ready query adds after the node's own, set as attributes of each node it returns.
+READY_EXTRAS = ("executing", "contract_active", "contract_hash", "contract_text")
+
+
+@cache
+def _ready_sql(vendor: str, one_node: bool) -> str:
+    t = _tables(vendor)
+    sql = (
+        f"SELECT {statements.select_columns(Node, 'n')}, "
+        f'(SELECT COUNT(*) FROM {t["node"]} e WHERE e."saga_id" = n."saga_id" AND e."status" = %s) AS "executing", '
+        f'a."active", a."definition_hash", CAST(a."definition" AS TEXT) FROM {t["node"]} n '
+        f'LEFT JOIN {t["contract"]} a ON a."action_id" = n."action" AND a."version" = n."action_version" '
+        f'WHERE n."saga_id" = %s AND n."status" = %s '
+        f'AND (n."next_attempt_at" IS NULL OR n."next_attempt_at" <= {_now_sql(vendor)})'
+    )
+    if one_node:
+        sql += ' AND n."id" = %s'
+    return sql + ' ORDER BY n."position" LIMIT %s'
+
+
+def _nodes(sql: str, params: list[Any], extras: tuple[str, ...] = ()) -> list[Node]:
+    """Node instances from rows whose first columns are the node's own (statements.select_columns), converted as
+    the ORM converts them, with the `extras` columns after them set as attributes."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    width = len(Node._meta.concrete_fields)
+    nodes = []
+    for row in rows:
+        node = statements.from_row(Node, row[:width])
+        for name, value in zip(extras, row[width:], strict=True):
+            setattr(node, name, value)
+        nodes.append(node)
+    return nodes
 
 
 def pinned_contract_row(node: Node) -> tuple[bool | None, str | None, str | None] | None:
@@ -82,16 +109,21 @@ def dependants_now_ready(node: Node) -> list[Node]:
 
     Bounded by the saga and driven by the dependency index, so no stale statistics can make it scan other sagas.
     """
-    t = _tables(connection.vendor)
-    sql = (
-        f'SELECT n.* FROM {t["node"]} n WHERE n."saga_id" = %s AND n."status" = %s '
+    node_id = _prep(Node, "id", node.pk)
+    params = [_prep(Node, "id", node.saga_id), NodeStatus.WAITING_DEPENDENCY, node_id, NodeStatus.COMPLETED]
+    return _nodes(_dependants_sql(connection.vendor), params)
+
+
+@cache
+def _dependants_sql(vendor: str) -> str:
+    t = _tables(vendor)
+    return (
+        f"SELECT {statements.select_columns(Node, 'n')} FROM {t['node']} n "
+        f'WHERE n."saga_id" = %s AND n."status" = %s '
         f'AND n."id" IN (SELECT d."node_id" FROM {t["dep"]} d WHERE d."depends_on_id" = %s) '
         f'AND NOT EXISTS (SELECT 1 FROM {t["dep"]} u INNER JOIN {t["node"]} u2 ON u."depends_on_id" = u2."id" '
         f'WHERE u."node_id" = n."id" AND u2."status" <> %s) ORDER BY n."position"'
     )
-    node_id = _prep(Node, "id", node.pk)
-    params = [_prep(Node, "id", node.saga_id), NodeStatus.WAITING_DEPENDENCY, node_id, NodeStatus.COMPLETED]
-    return list(Node.objects.raw(sql, params))
 
 
 def ready_due(saga: Saga) -> QuerySet[Node]:
