@@ -17,7 +17,7 @@ from typing import Any
 from saga_project.environment import SettingsEnv
 
 POOL_MIN_SIZE = 2
-POOL_MAX_SIZE = 20
+POOL_MAX_SIZE = 32
 POOL_TIMEOUT_SECONDS = 10.0
 
 

@@ -128,7 +128,7 @@ SAGA_LEASE_SECONDS: int = env.int("SAGA_LEASE_SECONDS", default=30)
 SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
 # Threads per process (Celery workers too) that run ready nodes claimed in a finishing node's own commit
 # (sagas.coordinator.fan_out); ready nodes beyond them are nudged to other workers. 0 = nudge every one.
-SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=8)
+SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=16)
 # Threads that run MCP and A2A handlers' database work (sagas.protocols.orm): kept for the life of the process,
 # started only as concurrent calls need them. A call that waits for its nodes (run_saga) holds one meanwhile.
 SAGA_ORM_THREADS: int = env.int("SAGA_ORM_THREADS", default=32)

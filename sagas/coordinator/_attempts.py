@@ -124,19 +124,41 @@ def record_outcome(
 ) -> tuple[str, Claim | None]:
     """Record the outcome if the claim still owns its lease; `follow_up` then runs in the same commit (a node's
     next claim). Returns the verdict ('completed', 'retry', 'failed' or 'stale') and the follow-up's claim."""
-    outcome = _checked_outcome(claim, outcome)
-    with locked_saga(claim.saga_id, claim.actor) as tx:
-        owned = _owns(tx, claim)
-        if owned is None:
-            return "stale", None
-        node, step = owned
-        if outcome.ok:
-            _record_success(tx, node, step, outcome.result)
-            verdict = "completed"
-        else:
-            verdict = _record_failure(tx, claim, node, step, outcome)
-        telemetry.count("saga.attempts", "Action attempts by outcome", outcome=verdict)
-        return verdict, (follow_up(tx) if follow_up is not None else None)
+    return record_outcomes([(claim, outcome, follow_up)])[0]
+
+
+def record_outcomes(
+    attempts: list[tuple[Claim, executor.Outcome, FollowUp | None]],
+) -> list[tuple[str, Claim | None]]:
+    """`record_outcome` for several attempts of one saga in one commit (sagas.coordinator._record_groups): every
+    outcome is recorded first, then each follow-up runs, in order, on what they all left."""
+    checked = [(claim, _checked_outcome(claim, outcome), follow_up) for claim, outcome, follow_up in attempts]
+    first = checked[0][0]
+    with locked_saga(first.saga_id, first.actor) as tx:
+        verdicts = []
+        for claim, outcome, _ in checked:
+            tx.actor = claim.actor
+            verdicts.append(_record_one(tx, claim, outcome))
+        answers: list[tuple[str, Claim | None]] = []
+        for (claim, _, follow_up), verdict in zip(checked, verdicts, strict=True):
+            tx.actor = claim.actor
+            chained = follow_up(tx) if follow_up is not None and verdict != "stale" else None
+            answers.append((verdict, chained))
+        return answers
+
+
+def _record_one(tx: Tx, claim: Claim, outcome: executor.Outcome) -> str:
+    owned = _owns(tx, claim)
+    if owned is None:
+        return "stale"
+    node, step = owned
+    if outcome.ok:
+        _record_success(tx, node, step, outcome.result)
+        verdict = "completed"
+    else:
+        verdict = _record_failure(tx, claim, node, step, outcome)
+    telemetry.count("saga.attempts", "Action attempts by outcome", outcome=verdict)
+    return verdict
 
 
 def apply_failure_mode(tx: Tx, failure_mode: str, error: dict[str, Any]) -> None:

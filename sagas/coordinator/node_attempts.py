@@ -25,9 +25,10 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal, system_principal
 from sagas import executor
 from sagas.coordinator import _actions, _graph, _policy, nudges
-from sagas.coordinator._attempts import Claim, apply_failure_mode, new_step, perform, prior_receipt, record_outcome
+from sagas.coordinator._attempts import Claim, apply_failure_mode, new_step, perform, prior_receipt
 from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._ready_queries import executing_count, pinned_contract_row, ready_within_capacity
+from sagas.coordinator._record_groups import record_grouped
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.coordinator.fan_out import NUDGE_IN_FLIGHT_SECONDS, LocalClaims
@@ -256,7 +257,8 @@ def _record(claim: Claim, outcome: executor.Outcome) -> Claim | None:
     other workers, or the rollback nudged once nothing of a FAILED saga is in flight."""
     local = LocalClaims()
     try:
-        _, chained = record_outcome(claim, outcome, partial(_follow_up, local=local))
+        # Shared with outcomes of the same saga finishing meanwhile on this process's threads (group commit).
+        _, chained = record_grouped(claim, outcome, partial(_follow_up, local=local), local.release)
         local.launch(_run_claim)  # committed (locked_saga is durable): the claims exist, so they run
     finally:
         local.release()  # a rolled-back commit's claims never existed: their threads are free again

@@ -26,7 +26,7 @@ def configured(monkeypatch: pytest.MonkeyPatch, **variables: str) -> dict[str, A
 
 def test_the_pool_is_on_by_default_with_prepared_statements(monkeypatch: pytest.MonkeyPatch):
     database = configured(monkeypatch)
-    assert database["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 20, "timeout": 10.0}
+    assert database["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 32, "timeout": 10.0}
     assert database["CONN_MAX_AGE"] == 0 and database["CONN_HEALTH_CHECKS"] is True
     assert database["OPTIONS"]["prepare_threshold"] == 2 and database["OPTIONS"]["server_side_binding"] is True
     assert pool_problem(database) is None
