@@ -27,12 +27,22 @@ if __package__ in (None, ""):
 
 
 def classify(sql: str) -> str:
-    """'UPDATE sagas_node' style label for one statement (verb and first table)."""
+    """'UPDATE sagas_node' style label for one statement (verb and its table, outside any subquery); a
+    compare-and-set written as `WITH changed AS (UPDATE ...) SELECT saga_expect_rows(...)` counts as its UPDATE."""
     head = sql.lstrip()
+    checked = re.match(r"WITH\s+\w+\s+AS\s+\((UPDATE\b.*)\)\s+SELECT\s+saga_expect_rows", head, re.I | re.S)
+    if checked:
+        head = checked.group(1)
     verb = head.split(None, 1)[0].upper() if head else "?"
     if verb in ("SAVEPOINT", "RELEASE", "ROLLBACK"):
         return "SAVEPOINT/RELEASE"
-    match = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z_][\w]*)"?', head, re.I)
+    outer = head
+    while True:  # drop innermost parentheses until none are left: what remains is the statement's own level
+        stripped = re.sub(r"\([^()]*\)", " ", outer)
+        if stripped == outer:
+            break
+        outer = stripped
+    match = re.search(r'\b(?:FROM|INTO|UPDATE)\s+"?([A-Za-z_][\w]*)"?', outer, re.I)
     return f"{verb} {match.group(1)}" if match else verb
 
 
