@@ -11,7 +11,7 @@ from typing import Any
 from registry.contracts import definition_hash, resolved_execution_policy, validate_instance
 from registry.errors import RegistryError
 from registry.models import ActionDefinition
-from registry.selectors import action_get
+from registry.selectors import action_get, action_stored
 from sagas.errors import InvalidInput, NotFound, SagaError
 
 
@@ -34,11 +34,28 @@ def resolve(action: object, version: object = None) -> Pinned:
         raise InvalidInput(message="action must be a non-empty string naming a registered action (see list_actions).")
     if version is not None and not isinstance(version, str):
         raise InvalidInput(message="version must be a string such as '1.0.0', or omitted for the active version.")
-    try:
+    stored = action_stored(action, version)
+    if len(stored) == 1 and stored[0][1]:
+        found, _, digest, text = stored[0]
+        return _pinned_from_text(action, found, digest, text)
+    try:  # missing, inactive or ambiguous: the registry's own read says precisely what is wrong
         row = action_get(action, version)
     except RegistryError as exc:
         raise NotFound(exc.code, exc.message) from exc
     return pinned_from_row(row)
+
+
+def _pinned_from_text(action: str, version: str, stored_hash: str, text: str) -> Pinned:
+    """The row's contract, decoded once per process per stored text; not verified here (pinned_version and
+    pinned_from_stored verify a pin), but only a text that matches its hash is kept for next time."""
+    key = (action, version, stored_hash)
+    known = _VERIFIED.get(key)
+    if known is not None and known[0] == text:
+        return known[1]
+    pinned = Pinned(action, version, stored_hash, json.loads(text))
+    if definition_hash(pinned.definition) == stored_hash:
+        _VERIFIED.put(key, text, pinned)
+    return pinned
 
 
 def pinned_from_row(row: ActionDefinition) -> Pinned:

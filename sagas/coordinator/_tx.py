@@ -184,8 +184,9 @@ class Tx:
             self._saga_fields.update(audit_sequence=rows[-1].sequence, audit_head_hash=rows[-1].event_hash)
             self._drafts.clear()
         if self._saga_fields:
-            statements.update(Saga, self.saga.pk, {"updated_at": timezone.now(), **self._saga_fields})
-            _apply(self.saga, self._saga_fields)
+            stamped = {"updated_at": timezone.now(), **self._saga_fields}
+            statements.update(Saga, self.saga.pk, stamped)
+            _apply(self.saga, stamped)  # the caller's saga says what the row now says, its stamp included
             self._saga_fields.clear()
 
 

@@ -51,7 +51,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):
         raise InvalidInput(message="preview must be true or false.")
-    if switch := kill_switch.engaged(actor.tenant_id):
+    if kill_switch.tenant_stopped(actor.tenant_id) and (switch := kill_switch.engaged(actor.tenant_id)):
         what = "starting a saga"
         raise gates.kill_switch(f"tenant {actor.tenant_id}", switch.reason, switch.engaged_by, what)
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))

@@ -44,7 +44,7 @@ def _saga(actor: Principal, saga_id: object) -> dict[str, Any]:
 
 
 def begin(actor: Principal, a: BeginArgs) -> dict[str, Any]:
-    return shapes.saga_to_dict(coordinator.saga_begin(actor=actor, metadata=a.metadata, preview=a.preview))
+    return shapes.new_saga_to_dict(coordinator.saga_begin(actor=actor, metadata=a.metadata, preview=a.preview))
 
 
 def get(actor: Principal, a: SagaRef) -> dict[str, Any]:

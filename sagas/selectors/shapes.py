@@ -128,6 +128,12 @@ def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
     return out
 
 
+def new_saga_to_dict(saga: Saga) -> dict[str, Any]:
+    """`saga_to_dict` of a saga created a moment ago by this call: it has no steps, nodes or checkpoints yet, so
+    nothing is read back to say so."""
+    return {**saga_summary(saga), "steps": []}
+
+
 def saga_to_dict(saga: Saga) -> dict[str, Any]:
     """The full saga: steps, and the workflow (nodes, checkpoints) when it has planned nodes or checkpoints."""
     out = saga_summary(saga)

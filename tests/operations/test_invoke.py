@@ -88,3 +88,10 @@ def test_the_coordinator_refuses_a_viewer_again_when_a_handler_is_called_directl
     with pytest.raises(Forbidden):
         operation.handler(LACKING[Capability.EXECUTE], arguments)
     assert Saga.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_begin_answers_exactly_what_get_saga_reads_back(operator: Principal):
+    # begin answers from the saga it just created, without reading back its (empty) steps and workflow
+    begun = invoke(OPERATIONS["begin_saga"], operator, {"metadata": {"order": "42"}})
+    assert begun == invoke(OPERATIONS["get_saga"], operator, {"saga_id": begun["id"]})
