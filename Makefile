@@ -69,10 +69,10 @@ lint:
 	DEBUG=true $(BIN)/mypy saga_project sagas registry governance audit
 
 test-sqlite:
-	DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
+	DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest -n $(PYTEST_WORKERS) -q
 
 test-postgres:
-	DATABASE_URL=$(PG_URL) $(BIN)/pytest -n $(PYTEST_WORKERS) --dist loadgroup -q
+	DATABASE_URL=$(PG_URL) $(BIN)/pytest -n $(PYTEST_WORKERS) -q
 
 conformance:
 	bash conformance/run.sh

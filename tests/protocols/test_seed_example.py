@@ -4,9 +4,13 @@ with the shipped example registry against the shipped demo service, over HTTP an
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +28,36 @@ from tests.sagas.helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = "http://127.0.0.1:9999"  # the port the example registry's HTTP actions call
-# One demo service on a fixed port, whose stock these tests count: every test of the module on one xdist worker
-# (make test runs --dist loadgroup), or two workers would share, and race on, one service.
-pytestmark = pytest.mark.xdist_group("demo-service-9999")
+# The demo service has a fixed port and a stock these tests count: xdist workers take turns with it (a file lock
+# held from start to stop), or one worker's service would answer, or vanish under, another worker's test.
+PORT_LOCK = Path(tempfile.gettempdir()) / "semantic-saga-demo-service-9999.lock"
+
+
+@contextlib.contextmanager
+def _port_turn(timeout: float = 180) -> Iterator[None]:
+    with PORT_LOCK.open("w") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"port 9999 stayed taken by another test worker for {timeout}s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="module")
 def demo_service() -> Iterator[str]:
+    with _port_turn():
+        yield from _serve_demo()
+
+
+def _serve_demo() -> Iterator[str]:
     env = {**os.environ, "PAYMENTS_TOKEN": DEMO_TOKEN}
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "examples" / "demo_service.py")],
