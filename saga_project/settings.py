@@ -130,7 +130,7 @@ SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
 # (sagas.coordinator.fan_out); ready nodes beyond them are nudged to other workers. 0 = nudge every one.
 SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=16)
 # Threads that run MCP and A2A handlers' database work (sagas.protocols.orm): kept for the life of the process,
-# started only as concurrent calls need them. A call that waits for its nodes (run_saga) holds one meanwhile.
+# started only as concurrent calls need them. A call that waits for its nodes (run_ready_steps) holds one meanwhile.
 SAGA_ORM_THREADS: int = env.int("SAGA_ORM_THREADS", default=32)
 # Identity of this process in lease_owner columns.
 SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")

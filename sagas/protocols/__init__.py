@@ -7,7 +7,7 @@ Invariants:
   handler runs, and the coordinator checks it again, so a protocol client can do nothing an admin with the same
   permissions could not;
 - handlers call coordinator or selector functions only and never write to the ORM; every ORM unit runs off the
-  event loop on the request's own thread and closes its connections (orm.py);
+  event loop on a long-lived thread of orm.py's pool and hands its connection back after the unit;
 - domain refusals (governance.errors.ServiceError) are answered in-band; malformed requests are refused before
   anything is created.
 Tests: tests/protocols/test_mcp_*.py, tests/protocols/test_a2a_*.py.

@@ -5,7 +5,7 @@ Django's request signals never fire for MCP or A2A requests, so connections are 
 checks one out: no new backend per call). The units run on one bounded pool of threads kept for the life of the
 process (`SAGA_ORM_THREADS`), not on a thread started for each request: a tool call then costs a queue hand-off,
 not a thread's start and teardown. Each unit is a whole transaction of its own, so consecutive units of one
-request need not share a thread. A unit that waits (run_saga may wait up to a minute for its nodes) holds one
+request need not share a thread. A unit that waits (run_ready_steps may wait up to a minute for its nodes) holds one
 thread meanwhile; the pool grows up to its bound only when every thread it has is busy.
 
 The caller's context variables (the current trace span, above all) travel with each unit.
