@@ -59,6 +59,7 @@ class _Saga:
 
 
 _sagas: dict[uuid.UUID, _Saga] = {}
+STOPPED = "the thread recording this outcome stopped first; the recovery sweep settles it when its lease ends"
 _guard = threading.Lock()
 
 
@@ -88,7 +89,17 @@ def record_grouped(
 def _record_what_gathered(saga_id: uuid.UUID, saga: _Saga) -> None:
     with _guard:
         batch, saga.waiting = saga.waiting, []
-    _record(batch)
+    try:
+        _record(batch)
+    finally:
+        # Whatever stopped this thread (even a KeyboardInterrupt), no waiting attempt may wait forever.
+        for attempt in batch:
+            if not attempt.done.is_set():
+                attempt.settle(None, RuntimeError(STOPPED))
+        _hand_over(saga_id, saga)
+
+
+def _hand_over(saga_id: uuid.UUID, saga: _Saga) -> None:
     with _guard:
         if saga.waiting:
             successor = saga.waiting[0]  # arrived while this batch was recorded: it records the next one

@@ -82,7 +82,7 @@ def _record_all(claims: list[Claim], outcomes: list[Outcome], release: threading
     def record(i: int) -> None:
         try:
             answers[i] = _record_groups.record_grouped(claims[i], outcomes[i], None, lambda: None)
-        except Exception as error:
+        except BaseException as error:
             answers[i] = error
         finally:
             connections.close_all()
@@ -128,3 +128,23 @@ def test_an_attempt_that_cannot_be_recorded_fails_alone(
     statuses = {n.key: n.status for n in Node.objects.filter(saga_id=claims[0].saga_id)}
     assert sorted(statuses.values()) == sorted([NodeStatus.COMPLETED] * 3 + [NodeStatus.EXECUTING])
     assert verify_chain(claims[0].saga_id).valid
+
+
+class _Stopped(BaseException):
+    """Stands for what ends a thread outright (KeyboardInterrupt, SystemExit)."""
+
+
+def test_a_recorder_that_stops_leaves_nobody_waiting(
+    claims: list[Claim], saga_held: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopped(attempts: list[Any]) -> list[Any]:
+        raise _Stopped()
+
+    monkeypatch.setattr(_record_groups, "record_outcomes", stopped)
+    answers = _record_all(claims, [Outcome(ok=True, result={}) for _ in range(WIDTH)], saga_held)
+    assert answers[0][0] == "completed"  # recorded alone, before the others gathered
+    stops = [a for a in answers[1:] if isinstance(a, _Stopped)]
+    told = [a for a in answers[1:] if isinstance(a, RuntimeError)]
+    assert len(stops) == 1 and len(told) == WIDTH - 2  # the one leading stopped; the others were told, not left
+    assert "recovery sweep" in str(told[0])
+    assert claims[0].saga_id not in _record_groups._sagas  # the saga's next outcome is recorded as usual
