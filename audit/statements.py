@@ -113,6 +113,9 @@ def select_one(model: type[M], pk: Any, using: str = "default", **equal: Any) ->
     return None if row is None else from_row(model, row, using)
 
 
+SqlQuery = tuple[str, list[Any]]
+
+
 def select_two(
     first: type[M], first_pk: Any, second: type[N], second_pk: Any, using: str = "default"
 ) -> tuple[M, N] | None:
@@ -120,11 +123,23 @@ def select_two(
     either is missing."""
     connection = connections[using]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _select_two_sql(using, first, second),
-            [pk_param(first, first_pk, using), pk_param(second, second_pk, using)],
-        )
+        cursor.execute(*select_two_query(first, first_pk, second, second_pk, using))
         row = cursor.fetchone()
+    return two_from_row(first, second, row, using)
+
+
+def select_two_query(
+    first: type[M], first_pk: Any, second: type[N], second_pk: Any, using: str = "default"
+) -> SqlQuery:
+    """`select_two`'s SQL and parameters, to run with other reads in one round trip (write_behind.read_together)."""
+    params = [pk_param(first, first_pk, using), pk_param(second, second_pk, using)]
+    return _select_two_sql(using, first, second), params
+
+
+def two_from_row(
+    first: type[M], second: type[N], row: Sequence[Any] | None, using: str = "default"
+) -> tuple[M, N] | None:
+    """The two instances in a row of `select_two_query`, or None for no row."""
     if row is None:
         return None
     split = len(_concrete_fields(first))

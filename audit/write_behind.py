@@ -58,6 +58,19 @@ class WriteBehind:
             self._send_queued()
             return execute(sql, params, many, context)
 
+    def read_together(self, queries: list[tuple[str, list[Any]]]) -> list[list[tuple[Any, ...]]]:
+        """Every row of each query, the queries (and what is queued before them) sent in one round trip."""
+        cursors = [self.connection.cursor() for _ in queries]
+        try:
+            with self._pipeline():
+                self._send_queued()
+                for cursor, (sql, params) in zip(cursors, queries, strict=True):
+                    cursor.execute(sql, params)
+            return [list(cursor.fetchall()) for cursor in cursors]
+        finally:
+            for cursor in cursors:
+                cursor.close()
+
     def finish(self, *, commit: bool) -> None:
         """Send what is queued; with `commit`, COMMIT in the same round trip (the caller's atomic block then finds
         the transaction already committed, and runs its on-commit hooks as usual)."""
@@ -114,6 +127,19 @@ def write_behind(using: str = "default") -> Iterator[WriteBehind | None]:
             yield held
     finally:
         delattr(connection, _ATTRIBUTE)  # on an error the queue dies with the rolled-back transaction
+
+
+def read_together(queries: list[tuple[str, list[Any]]], using: str = "default") -> list[list[tuple[Any, ...]]]:
+    """Every row of each query: in one round trip inside `write_behind()`, one query after the other elsewhere."""
+    held = active(using)
+    if held is not None:
+        return held.read_together(queries)
+    rows = []
+    with connections[using].cursor() as cursor:
+        for sql, params in queries:
+            cursor.execute(sql, params)
+            rows.append(list(cursor.fetchall()))
+    return rows
 
 
 def active(using: str = "default") -> WriteBehind | None:

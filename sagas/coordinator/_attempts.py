@@ -134,11 +134,15 @@ def record_outcomes(
     outcome is recorded first, then each follow-up runs, in order, on what they all left."""
     checked = [(claim, _checked_outcome(claim, outcome), follow_up) for claim, outcome, follow_up in attempts]
     first = checked[0][0]
-    with locked_saga(first.saga_id, first.actor) as tx:
+    # Each node attempt's fence is checked against its node and step as read under the lock, in the lock's round trip.
+    fences = [statements.select_two_query(Node, c.node_id, Step, c.step_id) for c, _, _ in checked if c.node_id]
+    with locked_saga(first.saga_id, first.actor, also=fences) as tx:
+        read = iter(tx.also_rows)
         verdicts = []
         for claim, outcome, _ in checked:
             tx.actor = claim.actor
-            verdicts.append(_record_one(tx, claim, outcome))
+            held = _held(claim, next(read)) if claim.node_id else None
+            verdicts.append(_record_one(tx, claim, outcome, held))
         answers: list[tuple[str, Claim | None]] = []
         for (claim, _, follow_up), verdict in zip(checked, verdicts, strict=True):
             tx.actor = claim.actor
@@ -147,8 +151,15 @@ def record_outcomes(
         return answers
 
 
-def _record_one(tx: Tx, claim: Claim, outcome: executor.Outcome) -> str:
-    owned = _owns(tx, claim)
+def _held(claim: Claim, rows: list[tuple[Any, ...]]) -> tuple[Node, Step]:
+    pair = statements.two_from_row(Node, Step, rows[0] if rows else None)
+    if pair is None:
+        raise Node.DoesNotExist(f"node {claim.node_id} or its step {claim.step_id} no longer exists")
+    return pair
+
+
+def _record_one(tx: Tx, claim: Claim, outcome: executor.Outcome, held: tuple[Node, Step] | None) -> str:
+    owned = _owns(tx, claim, held)
     if owned is None:
         return "stale"
     node, step = owned
@@ -189,13 +200,11 @@ def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcom
     return executor.Outcome(ok=False, result=outcome.result, error=error)
 
 
-def _owns(tx: Tx, claim: Claim) -> tuple[Node | None, Step] | None:
+def _owns(tx: Tx, claim: Claim, held: tuple[Node, Step] | None) -> tuple[Node | None, Step] | None:
+    """The claim's node and step if its fence still holds; `held` is the node attempt's pair as read with the lock."""
     node = None
-    if claim.node_id:
-        pair = statements.select_two(Node, claim.node_id, Step, claim.step_id)  # node and its step in one query
-        if pair is None:
-            raise Node.DoesNotExist(f"node {claim.node_id} or its step {claim.step_id} no longer exists")
-        node, step = pair
+    if held is not None:
+        node, step = held
         holder: Node | Step = node
     else:
         step = holder = Step.objects.get(pk=claim.step_id)

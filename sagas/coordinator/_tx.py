@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,6 +57,7 @@ class Tx:
         self.actor = actor
         self._drafts: list[chain.EventDraft] = []
         self._saga_fields: dict[str, Any] = {}
+        self.also_rows: list[list[tuple[Any, ...]]] = []  # rows of the reads made with the lock (locked_saga)
 
     def record(
         self,
@@ -197,20 +198,25 @@ def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
             setattr(obj, name, value)
 
 
-def _lock(pk: uuid.UUID, tenant_id: str | None, *, skip_locked: bool = False) -> Saga | None:
+def _lock(
+    pk: uuid.UUID, tenant_id: str | None, *, skip_locked: bool = False, also: Sequence[statements.SqlQuery] = ()
+) -> tuple[Saga | None, list[list[tuple[Any, ...]]]]:
     """The saga row locked FOR NO KEY UPDATE (in the actor's tenant, unless `tenant_id` is None: the coordinator's
-    own sweeps), with `kill_switched` set: a tenant-wide or saga switch is engaged, answered by the same query."""
+    own sweeps), with `kill_switched` set: a tenant-wide or saga switch is engaged, answered by the same query.
+
+    `also` are reads to make right after the lock, in the same round trip on PostgreSQL (the rows a record checks
+    its fence against); their rows come back in order, and mean nothing if the saga was not found."""
     params: list[Any] = [statements.pk_param(Saga, pk)]
     if tenant_id is not None:
         params.append(tenant_id)
-    with connection.cursor() as cursor:
-        cursor.execute(_lock_sql(connection.vendor, tenant_id is not None, skip_locked), params)
-        row = cursor.fetchone()
-    if row is None:
-        return None
+    lock = (_lock_sql(connection.vendor, tenant_id is not None, skip_locked), params)
+    found, *extra = write_behind.read_together([lock, *also])
+    if not found:
+        return None, extra
+    row = found[0]
     saga = statements.from_row(Saga, row)
     saga.kill_switched = bool(row[-1])  # type: ignore[attr-defined]
-    return saga
+    return saga, extra
 
 
 @functools.lru_cache(maxsize=8)
@@ -229,20 +235,22 @@ def _lock_sql(vendor: str, scoped: bool, skip_locked: bool) -> str:
 
 
 @contextmanager
-def locked_saga(saga_id: object, actor: Principal) -> Iterator[Tx]:
+def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.SqlQuery] = ()) -> Iterator[Tx]:
     """Open a durable transaction holding the saga row lock; audit events are appended just before commit.
 
-    A `Refusal` raised in the block commits what was recorded, then raises its error after commit.
+    A `Refusal` raised in the block commits what was recorded, then raises its error after commit. The rows of the
+    reads `also` (made under the lock, in its round trip) are `tx.also_rows`.
     """
     parsed = parse_uuid(saga_id)
     if parsed is None:
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
     with _durable() as commit:
-        saga = _lock(parsed, actor.tenant_id)
+        saga, extra = _lock(parsed, actor.tenant_id, also=also)
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
+        tx.also_rows = extra
         try:
             yield tx
         except Refusal as refusal:
@@ -287,7 +295,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     from governance.identity.principal import system_principal
 
     with _durable() as commit:
-        saga = _lock(saga_id, None, skip_locked=skip_locked)
+        saga, _ = _lock(saga_id, None, skip_locked=skip_locked)
         if saga is None:
             yield None
             return
