@@ -114,7 +114,7 @@ class Target:
     op: str
     limit: float
     detail: str = ""
-    unit: str = "x"  # "x": a ratio shown as 1.30x; "%": a share shown as 10%
+    unit: str = "x"  # "x": a ratio shown as 1.30x; "%": a share shown as 10%; "count": a plain number
 
     @property
     def verdict(self) -> str:
@@ -140,6 +140,8 @@ class Target:
     def shown(self, value: float) -> str:
         if self.unit == "%":
             return fmt(value * 100, "%", 1).replace(" %", "%")
+        if self.unit == "count":
+            return fmt(value, digits=1)
         return fmt(value) + "x"
 
 
@@ -180,6 +182,18 @@ def replace_marked(text: str, body: str, begin: str = "<!-- bench:begin -->", en
     if start < 0 or stop < 0 or stop < start:
         raise ValueError(f"markers {begin} ... {end} not found in order")
     return text[: start + len(begin)] + "\n" + body.strip("\n") + "\n" + text[stop:]
+
+
+def backends_started() -> int:
+    """Sessions ever started on this process's database: PostgreSQL's own count, across every process. A new
+    backend's connect is counted when it ends its first transaction, so wait a moment before the last reading."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # the counters now, not this transaction's snapshot
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        (sessions,) = cursor.fetchone()
+    return int(sessions)
 
 
 # --- waiting and processes ------------------------------------------------------------------------------------------

@@ -243,6 +243,19 @@ class Harness:
         self.data.extra["immediate_pair"] = immediate_pair()
         self.data.extra["select_1_round_trip"] = summarize([select_one_round_trip()]).as_dict()
         progress(f"SQL statements per chained node: {self.data.extra['statements']['statements_per_node']:.1f}")
+        self.data.extra["new_sessions"] = {"embedded_per_100_steps": self.new_sessions_per_100_steps()}
+
+    def new_sessions_per_100_steps(self) -> float:
+        """New PostgreSQL backends while warm chained sagas run on the embedded executor's threads, per 100 steps."""
+        ids = self.sagas.take("chain", 20)  # planned before counting: planning starts threads of its own
+        # Warm at the same concurrency: the executor's threads, and the pool grown to what they use at once.
+        self.sagas.run(ids[:10], max_parallel=1)
+        before = common.backends_started()
+        result = self.sagas.run(ids[10:], max_parallel=1)
+        time.sleep(1.2)  # a backend's connect reaches the statistics at the end of its first transaction
+        per_100 = (common.backends_started() - before) / result.steps * 100
+        progress(f"new PostgreSQL sessions per 100 warm chained steps: {per_100:.1f}")
+        return per_100
 
     def audit(self) -> None:
         from bench.audit_cost import chain_cost, verify_throughput
@@ -257,12 +270,20 @@ class Harness:
         (ours, ours_url), (bare, bare_url) = self.mcp_servers
         try:
             out: dict[str, list[list[float]]] = {"ours": [], "bare": []}
+            started, calls = 0, 0
             for round_no in range(self.plan.mcp_rounds):
                 pair = [("ours", ours_url), ("bare", bare_url)]
                 for name, url in pair if round_no % 2 == 0 else pair[::-1]:
+                    before = common.backends_started()
                     out[name].append(mcp_roundtrip.round_trip(url, self.plan.mcp_iterations, ours=name == "ours"))
+                    if name == "ours" and round_no > 0:  # round 1 warms the server's threads and pool
+                        time.sleep(1.2)  # as in new_sessions_per_100_steps
+                        started += common.backends_started() - before
+                        calls += 2 * (self.plan.mcp_iterations + 1)  # the session's untimed first pair too
                     progress(f"MCP round {round_no + 1} {name}: {median(out[name][-1]) * 1000:.1f} ms per 2 calls")
             self.data.extra["mcp"] = out
+            sessions = self.data.extra.setdefault("new_sessions", {})
+            sessions["mcp_per_100_calls"] = started / calls * 100 if calls else math.nan
         finally:
             ours.stop()
             bare.stop()
@@ -402,6 +423,25 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             "<=",
             2.0,
             "allow gate, one call per iteration",
+        ),
+    ]
+    sessions = data.extra.get("new_sessions", {})
+    targets += [
+        Target(
+            "new PostgreSQL sessions per 100 steps, warm (embedded)",
+            sessions.get("embedded_per_100_steps", math.nan),
+            "<=",
+            0.0,
+            "pg_stat_database.sessions over 100 chained steps",
+            unit="count",
+        ),
+        Target(
+            "new PostgreSQL sessions per 100 MCP calls, warm",
+            sessions.get("mcp_per_100_calls", math.nan),
+            "<=",
+            0.0,
+            "served begin_saga/execute_saga_step, rounds 2 on",
+            unit="count",
         ),
     ]
     for kind, outcome in (("not idempotent", "escalated"), ("idempotent", "re-run via Celery")):
