@@ -116,22 +116,11 @@ def select_one(model: type[M], pk: Any, using: str = "default", **equal: Any) ->
 SqlQuery = tuple[str, list[Any]]
 
 
-def select_two(
-    first: type[M], first_pk: Any, second: type[N], second_pk: Any, using: str = "default"
-) -> tuple[M, N] | None:
-    """The rows `first_pk` of `first` and `second_pk` of `second` in one query (a node and its step), or None when
-    either is missing."""
-    connection = connections[using]
-    with connection.cursor() as cursor:
-        cursor.execute(*select_two_query(first, first_pk, second, second_pk, using))
-        row = cursor.fetchone()
-    return two_from_row(first, second, row, using)
-
-
 def select_two_query(
     first: type[M], first_pk: Any, second: type[N], second_pk: Any, using: str = "default"
 ) -> SqlQuery:
-    """`select_two`'s SQL and parameters, to run with other reads in one round trip (write_behind.read_together)."""
+    """The rows `first_pk` of `first` and `second_pk` of `second` in one query (a node and its step): its SQL and
+    parameters, to run with other reads in one round trip (write_behind.read_together); see `two_from_row`."""
     params = [pk_param(first, first_pk, using), pk_param(second, second_pk, using)]
     return _select_two_sql(using, first, second), params
 

@@ -48,13 +48,20 @@ def resolve(action: object, version: object = None) -> Pinned:
 def _pinned_from_text(action: str, version: str, stored_hash: str, text: str) -> Pinned:
     """The row's contract, decoded once per process per stored text; not verified here (pinned_version and
     pinned_from_stored verify a pin), but only a text that matches its hash is kept for next time."""
+    return _verified(action, version, stored_hash, text) or Pinned(action, version, stored_hash, json.loads(text))
+
+
+def _verified(action: str, version: str, stored_hash: str, text: str) -> Pinned | None:
+    """The contract stored as `text`, if it hashes to `stored_hash`: from this process's cache when it verified the
+    same text before, else decoded, hashed and remembered. None for a text that does not match its hash."""
     key = (action, version, stored_hash)
     known = _VERIFIED.get(key)
     if known is not None and known[0] == text:
         return known[1]
     pinned = Pinned(action, version, stored_hash, json.loads(text))
-    if definition_hash(pinned.definition) == stored_hash:
-        _VERIFIED.put(key, text, pinned)
+    if definition_hash(pinned.definition) != stored_hash:
+        return None
+    _VERIFIED.put(key, text, pinned)
     return pinned
 
 
@@ -83,15 +90,9 @@ def pinned_from_stored(
     active, stored_hash, text = stored
     if not active or text is None:
         return pinned_version(action, version, expected_hash)
-    key = (action, version, expected_hash)
-    known = _VERIFIED.get(key)
-    if known is not None and known[0] == text and stored_hash == expected_hash:
-        return known[1]
-    definition = json.loads(text)
-    if stored_hash != expected_hash or definition_hash(definition) != expected_hash:
+    pinned = _verified(action, version, expected_hash, text) if stored_hash == expected_hash else None
+    if pinned is None:
         raise _hash_mismatch(action, version, expected_hash)
-    pinned = Pinned(action, version, expected_hash, definition)
-    _VERIFIED.put(key, text, pinned)
     return pinned
 
 

@@ -100,8 +100,8 @@ def pinned_contract_row(node: Node) -> tuple[bool | None, str | None, str | None
     """The registry row a node from `ready_nodes` pinned, as that query read it, or None for a node read otherwise."""
     if not hasattr(node, "contract_text"):
         return None
-    active = getattr(node, "contract_active")  # noqa: B009 (a column of the raw query, not a model field)
-    return (None if active is None else bool(active)), getattr(node, "contract_hash"), getattr(node, "contract_text")  # noqa: B009
+    active, digest, text = (getattr(node, name) for name in READY_EXTRAS[1:])  # columns of the query, not fields
+    return (None if active is None else bool(active)), digest, text
 
 
 def dependants_now_ready(node: Node) -> list[Node]:
