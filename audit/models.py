@@ -93,6 +93,7 @@ class EventType(models.TextChoices):
     ROLLBACK_FAILED = "ROLLBACK_FAILED"
     ROLLBACK_REQUESTED = "ROLLBACK_REQUESTED"
     RUN_REQUESTED = "RUN_REQUESTED"
+    RUN_STOPPED = "RUN_STOPPED"  # a run's remaining budget withdrawn (e.g. its MCP task cancelled)
     NODE_RECOVERED = "NODE_RECOVERED"
     STEP_RECOVERED = "STEP_RECOVERED"
     ROLLBACK_RESUMED = "ROLLBACK_RESUMED"

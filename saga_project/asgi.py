@@ -72,7 +72,7 @@ async def lifespan(app: Starlette) -> AsyncIterator[None]:
         # The proxy connects its downstream servers before it accepts clients (and refuses to start on a name
         # collision among them).
         proxy_running = proxy.running() if proxy is not None else contextlib.nullcontext()
-        async with mcp_server.session_manager.run(), proxy_running:
+        async with mcp_server.session_manager.run(), mcp_server.running(), proxy_running:
             try:
                 yield
             finally:

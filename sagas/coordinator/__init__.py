@@ -35,7 +35,7 @@ from sagas.coordinator.proxied_calls import proxied_call_begin, proxied_call_fin
 from sagas.coordinator.proxy_undo import UndoReport, proxy_session_undo
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
-from sagas.coordinator.runs import RunReport, saga_run_ready
+from sagas.coordinator.runs import RunReport, run_report, saga_run_ready, saga_run_stop
 from sagas.coordinator.sagas import saga_begin, saga_checkpoint, saga_commit
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "proxied_call_withdraw",
     "proxy_session_open",
     "proxy_session_undo",
+    "run_report",
     "saga_begin",
     "saga_checkpoint",
     "saga_commit",
@@ -60,6 +61,7 @@ __all__ = [
     "saga_rollback",
     "saga_rollback_resume",
     "saga_run_ready",
+    "saga_run_stop",
     "saga_step_execute",
     "sagas_recover",
 ]

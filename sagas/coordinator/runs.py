@@ -124,6 +124,22 @@ def saga_run_ready(
     return _wait_and_report(tx.saga.id, max_steps, deadline)
 
 
+def saga_run_stop(*, actor: Principal, saga_id: object) -> RunReport:
+    """Stop scheduling a saga's run: no further attempt starts (its step budget becomes 0).
+
+    Attempts already in flight are never interrupted (a side effect halfway is worse than one finished): they end
+    as they will, and their dependants stay READY for a later run_ready_steps. Audit RUN_STOPPED with the budget that
+    was left (nothing is recorded when no run was going on). Reports the run as it stands. Errors: SAGA_NOT_FOUND.
+    """
+    authorize(actor, EXECUTE, "run")
+    with locked_saga(saga_id, actor) as tx:
+        left = tx.saga.run_steps_left
+        if left:
+            tx.update(tx.saga, run_steps_left=0)
+            tx.record(E.RUN_STOPPED, status=tx.saga.status, data={"steps_left": left})
+    return run_report(tx.saga.id, 0)
+
+
 def _wait_and_report(saga_id: uuid.UUID, max_steps: int, deadline: float) -> RunReport:
     pause = POLL_START_SECONDS
     while True:

@@ -19,6 +19,7 @@ from sagas.operations import schemas as out
 from sagas.operations.operation import READ, Button, Hints, Operation, Route
 from sagas.operations.proxied import PROXY_OPERATIONS
 from sagas.operations.proxy_undo import PROXY_UNDO_OPERATIONS
+from sagas.operations.run_control import RUN_CONTROL_OPERATIONS
 
 R, X = Capability.READ, Capability.EXECUTE
 SAGA = "sagas/<str:saga_id>/"
@@ -384,6 +385,8 @@ TABLE: list[Operation[Any]] = [
     ),
 ]
 
+# Surface-less: a run followed by an MCP task (sagas.operations.run_control).
+TABLE += RUN_CONTROL_OPERATIONS
 # Surface-less: the MCP proxy's journal of every tools/call (sagas.operations.proxied).
 TABLE += PROXY_OPERATIONS
 # Surface-less: undo of a proxy session (sagas.operations.proxy_undo; semantic-saga undo).

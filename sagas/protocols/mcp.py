@@ -9,12 +9,16 @@ that tools/list does not show is a JSON-RPC error (-32602) instead: no tool ran.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 from pydantic import ValidationError
@@ -26,7 +30,13 @@ from sagas.operations.arguments import argument_problems
 from sagas.operations.invoke import invoke
 from sagas.operations.operation import Operation
 from sagas.operations.table import MCP_TOOLS
+from sagas.protocols.mcp_progress import with_progress
+from sagas.protocols.mcp_resources import serve_saga_resources
+from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
+from sagas.protocols.mcp_tasks.negotiation import requested
+from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.orm import run_orm
+from sagas.protocols.saga_tasks import SAGA_TOOL, TASK_TOOLS, SagaToolTasks
 
 logger = logging.getLogger("sagas.protocols.mcp")
 
@@ -91,8 +101,15 @@ def _unknown_tool(name: str) -> MCPError:
     )
 
 
-async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-    """Transport-independent: validate, authorize, run, shape the answer."""
+async def call_tool(
+    principal: Principal,
+    name: str,
+    arguments: dict[str, Any] | None,
+    ctx: ServerRequestContext[Any] | None = None,
+    tasks: TaskService | None = None,
+) -> types.CallToolResult:
+    """Validate, authorize, run, shape the answer. With `tasks`, a long tool of a client that negotiated tasks is
+    answered with a task (sagas.protocols.saga_tasks); with `ctx`, a long blocking one reports progress."""
     tool = MCP_TOOLS.get(name)
     if tool is None:
         raise _unknown_tool(name)
@@ -101,9 +118,14 @@ async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] |
     except ValidationError as error:
         return _invalid_arguments(tool, error)
     try:
-        return _ok_result(await run_orm(invoke, tool, principal, validated))
+        wanted = requested()
+        if wanted is not None and tasks is not None and name in TASK_TOOLS:
+            return await SAGA_TOOL_KIND.defer(tasks, principal, tool, validated, wanted)
+        saga_id = str(getattr(validated, "saga_id", ""))
+        work = functools.partial(run_orm, invoke, tool, principal, validated)
+        return _ok_result(await with_progress(ctx, name, principal, saga_id, work))
     except ServiceError as refusal:
-        return _error_result(refusal.code, refusal.message, **_jsonable(refusal.extra))
+        return _refused_result(refusal)
     except Exception as exc:  # a bug or an outage: say so without leaking internals
         logger.exception("tool %s failed unexpectedly", name)
         return _error_result(
@@ -111,6 +133,14 @@ async def call_tool(principal: Principal, name: str, arguments: dict[str, Any] |
             f"{name} failed unexpectedly ({type(exc).__name__}). Read the saga (get_saga) before retrying: the "
             "call may or may not have changed it.",
         )
+
+
+def _refused_result(refusal: ServiceError) -> types.CallToolResult:
+    return _error_result(refusal.code, refusal.message, **_jsonable(refusal.extra))
+
+
+# Long tools of a task-negotiating client end with exactly the answers a blocking call gives.
+SAGA_TOOL_KIND = SagaToolTasks(_ok_result, _refused_result)
 
 
 def _jsonable(extra: dict[str, Any]) -> dict[str, Any]:
@@ -143,7 +173,7 @@ def _input_schema(tool: Operation[Any]) -> dict[str, Any]:
     return schema
 
 
-def build_server(principal_for_request: Any) -> Server[Any]:
+def build_server(principal_for_request: Any) -> SagaServer:
     """The SDK server; `principal_for_request()` returns the Principal of the request being served."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
@@ -153,7 +183,7 @@ def build_server(principal_for_request: Any) -> Server[Any]:
         # The client's trace context in params._meta (preferred over HTTP headers) continues through the call.
         meta = dict(params.meta) if params.meta else None
         with telemetry.attached(meta), telemetry.span("mcp.tools/call", tool=params.name):
-            return await call_tool(principal_for_request(), params.name, params.arguments)
+            return await call_tool(principal_for_request(), params.name, params.arguments, ctx, server.tasks)
 
     async def list_prompts(ctx: ServerRequestContext[Any], params: Any) -> types.ListPromptsResult:
         argument = types.PromptArgument(name="task", description="What the agent must get done.", required=True)
@@ -177,7 +207,7 @@ def build_server(principal_for_request: Any) -> Server[Any]:
         )
         return types.GetPromptResult(description="Run a task as a saga.", messages=[message])
 
-    return Server(
+    server = SagaServer(
         SERVER_NAME,
         version=SERVER_VERSION,
         title="Semantic Saga",
@@ -187,3 +217,33 @@ def build_server(principal_for_request: Any) -> Server[Any]:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
+    server.resources_running = serve_saga_resources(server, principal_for_request)
+    server.tasks = TaskService({SAGA_TOOL: SAGA_TOOL_KIND})
+    serve_tasks(server, server.tasks, principal_for_request)
+    return server
+
+
+class SagaServer(Server[Any]):
+    """The SDK server plus what must run beside it for its lifetime (`async with server.running():`)."""
+
+    resources_running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
+    tasks: TaskService  # long tools answered as MCP tasks, driven in the background while running
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.tasks.running(), self.resources_running():
+            yield
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
+        )
+        # 2025-11-25 clients read capabilities.tasks; 2026-07-28 ones the extension serve_tasks declares.
+        return capabilities.model_copy(update={"tasks": legacy_capability()})

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from mcp.server import Server
 from mcp.server.transport_security import TransportSecuritySettings
 
 from governance.identity.http import BearerAuth, request_principal
-from sagas.protocols.mcp import build_server
+from sagas.protocols.mcp import SagaServer, build_server
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
 
@@ -33,7 +31,7 @@ def transport_security() -> TransportSecuritySettings:
     )
 
 
-def build_http_app() -> tuple[BearerAuth, Server[Any]]:
+def build_http_app() -> tuple[BearerAuth, SagaServer]:
     """(the authenticated ASGI endpoint for /mcp, the SDK server whose session manager the lifespan must run)."""
     server = build_server(request_principal)
     sdk_app = server.streamable_http_app(

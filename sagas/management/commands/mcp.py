@@ -17,7 +17,7 @@ from mcp.server.stdio import stdio_server
 from governance.identity.principal import local_principal
 from sagas.coordinator.nudges import uses_celery
 from sagas.management.commands.serve import refuse_to_start_unless_ready
-from sagas.protocols.mcp import build_server
+from sagas.protocols.mcp import SagaServer, build_server
 from sagas.sweeper import EmbeddedSweeper
 
 
@@ -38,6 +38,6 @@ class Command(BaseCommand):
                 sweeper.stop()
 
     @staticmethod
-    async def _serve(server: Any) -> None:
-        async with stdio_server() as (read_stream, write_stream):
+    async def _serve(server: SagaServer) -> None:
+        async with server.running(), stdio_server() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -115,6 +115,12 @@ def task_note(task_id: str, status: str, message: str) -> None:
     )
 
 
+def task_remember(task_id: str, request: dict[str, Any]) -> None:
+    """Replace a non-terminal task's `request`: what its kind must know to go on in another process (only the
+    driver, holding the lease, calls it)."""
+    McpTask.objects.filter(pk=task_id).exclude(status__in=TERMINAL).update(request=request, updated_at=timezone.now())
+
+
 def task_finish(
     task_id: str, status: str, message: str, *, result: dict[str, Any] | None, error: dict[str, Any] | None
 ) -> bool:
