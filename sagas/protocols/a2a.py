@@ -13,6 +13,8 @@ result as the MCP tool. Natural language is never executed.
 - A refusal (ServiceError: authorization, a domain rule, "Saga not found") completes the task as REJECTED with the
   reason; an unexpected error marks it FAILED, exposing only the error type.
 - `begin` records `_interop` {protocol, version, context_id, task_id} in the saga's metadata.
+- A `run` that stops at an approval gate ends its turn as INPUT_REQUIRED instead (sagas.protocols.a2a_gates); an
+  `approve` message naming that task, or an operator's decision, continues it (sagas.protocols.a2a_continue).
 - A task is never cancelled: a side effect is not interrupted halfway; `rollback` compensates instead.
 
 Transport (JSON-RPC framing, the version header, task persistence and retrieval) belongs to the a2a-sdk.
@@ -42,6 +44,7 @@ from sagas.operations.arguments import Args, BeginArgs, argument_problems
 from sagas.operations.invoke import invoke
 from sagas.operations.operation import Operation
 from sagas.operations.table import A2A_OPERATIONS
+from sagas.protocols.a2a_gates import gate_message, gate_metadata, gate_of
 from sagas.protocols.a2a_tasks import principal_of
 from sagas.protocols.orm import run_orm
 
@@ -174,7 +177,7 @@ class SagaAgentExecutor(AgentExecutor):
             # peer that asked for returnImmediately.
             result = await run_orm(run_command, command.operation, principal, args)
         except ServiceError as refusal:
-            await updater.reject(updater.new_agent_message(_refusal_parts(refusal)))
+            await updater.reject(updater.new_agent_message(refusal_parts(refusal)))
             return
         except Exception as exc:  # a bug or an outage: say so without leaking internals
             logger.exception("A2A %s failed unexpectedly task=%s", command.operation.verb, task_id)
@@ -185,6 +188,13 @@ class SagaAgentExecutor(AgentExecutor):
             await updater.failed(updater.new_agent_message([new_text_part(text)]))
             return
         await updater.add_artifact([new_data_part(result, media_type=JSON_MEDIA_TYPE)], name=RESULT_ARTIFACT)
+        gate = gate_of(result) if command.operation.verb == "run" else None
+        if gate is not None:
+            # The run stopped at an approval: the turn ends waiting for it (a2a_continue goes on from there).
+            message = gate_message(gate, task_id, context_id)
+            metadata = gate_metadata(gate, principal)
+            await updater.update_status(TaskState.TASK_STATE_INPUT_REQUIRED, message, metadata=metadata)
+            return
         await updater.complete()
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -198,7 +208,7 @@ def run_command(operation: Operation[Any], principal: Principal, args: Args) -> 
     return result
 
 
-def _refusal_parts(refusal: ServiceError) -> list[Part]:
+def refusal_parts(refusal: ServiceError) -> list[Part]:
     reason = f"{refusal.code}: {refusal.message}"
     if isinstance(refusal, Forbidden):
         reason = f"Not authorized. {reason}"

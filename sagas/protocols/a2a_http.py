@@ -2,7 +2,8 @@
 
 What is ours here is thin: the card (from settings), the bearer gate (governance.identity.http, one Principal per
 request), the call-context builder that hands that Principal to the SDK, the request context builder that refuses
-malformed commands before any task exists, a Content-Type check the SDK does not make, and CancelTask's refusal.
+malformed commands before any task exists, and a Content-Type check the SDK does not make. The request handler
+(continuations of INPUT_REQUIRED tasks, streams read from durable state, CancelTask's refusal) is a2a_handler's.
 """
 
 from __future__ import annotations
@@ -16,15 +17,13 @@ from importlib.metadata import PackageNotFoundError, version
 from a2a.auth.user import User
 from a2a.server.agent_execution import RequestContext, SimpleRequestContextBuilder
 from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers import DefaultRequestHandler, build_error_response
-from a2a.server.request_handlers.request_handler import validate_request_params
+from a2a.server.request_handlers import build_error_response
 from a2a.server.routes import DefaultServerCallContextBuilder, create_agent_card_routes, create_jsonrpc_routes
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentSkill,
-    CancelTaskRequest,
     HTTPAuthSecurityScheme,
     SecurityRequirement,
     SecurityScheme,
@@ -35,8 +34,6 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
     UnsupportedOperationError,
 )
 from django.conf import settings
@@ -49,15 +46,11 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from governance.identity.http import BearerAuth, request_principal
 from governance.identity.principal import Principal
-from sagas.protocols.a2a import CANCEL_REFUSAL, JSON_MEDIA_TYPE, PROTOCOL_VERSION, SagaAgentExecutor, parse_command
+from sagas.protocols.a2a import JSON_MEDIA_TYPE, PROTOCOL_VERSION, SagaAgentExecutor, parse_command
+from sagas.protocols.a2a_handler import TASK_NOT_CONTINUED, SagaRequestHandler
 from sagas.protocols.a2a_tasks import PRINCIPAL_KEY, DjangoTaskStore
 
 RPC_PATH = "/a2a"
-TASK_NOT_CONTINUED = (
-    "Task {task_id} takes no further messages: every Semantic Saga command runs as a task of its own, answered once "
-    "(a running one is never interrupted). Nothing was created. Send the next command as a new message without "
-    "taskId (keep its contextId to group related tasks); GetTask reads task {task_id}."
-)
 # JSON-RPC bodies are JSON; the A2A media type is accepted too (the HTTP+JSON binding uses it).
 ACCEPTED_CONTENT_TYPES = ("application/json", "application/a2a+json")
 
@@ -149,7 +142,7 @@ def agent_card() -> AgentCard:
             AgentInterface(url=f"{base}{RPC_PATH}", protocol_binding="JSONRPC", protocol_version=PROTOCOL_VERSION)
         ],
         # Claim nothing that is not durable: no live event streams, no push delivery; peers poll GetTask.
-        capabilities=AgentCapabilities(streaming=False, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         default_input_modes=[JSON_MEDIA_TYPE],
         default_output_modes=[JSON_MEDIA_TYPE],
         skills=SKILLS,
@@ -216,16 +209,6 @@ class CommandRequestContextBuilder(SimpleRequestContextBuilder):
             # around each). The -32004 code is the one the SDK answers for a terminal task.
             raise UnsupportedOperationError(message=TASK_NOT_CONTINUED.format(task_id=task_id))
         return await super().build(context, params, task_id, context_id, task)
-
-
-class SagaRequestHandler(DefaultRequestHandler):
-    @validate_request_params
-    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
-        # The SDK's cancel would interrupt a running command (or mark it FAILED); a side effect must never stop
-        # halfway, so every task answers "not cancelable" and the peer is pointed at rollback.
-        if await self._versioned_store.get(params.id, context) is None:
-            raise TaskNotFoundError
-        raise TaskNotCancelableError(message=CANCEL_REFUSAL.format(task_id=params.id))
 
 
 # --- HTTP ---------------------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Tasks live in our migrations, our admin and our database connection (no second pool, no table created at start-up).
 Every method is scoped to the tenant of the Principal that the A2A call context carries (a2a_http puts it there):
 peers of one tenant share tasks, another tenant's GetTask answers "task not found" because the row is invisible to
-it, exactly as a missing one. ORM work runs off the event loop through run_orm (sagas/protocols/orm.py).
+it, exactly as a missing one. What peers read never carries the identity a waiting task keeps to go on with its run
+(a2a_gates.public). ORM work runs off the event loop through run_orm (sagas/protocols/orm.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from governance.identity.principal import Principal
 from sagas.models import A2ATask
+from sagas.protocols.a2a_gates import public
 from sagas.protocols.orm import run_orm
 
 # The key under which the request's Principal travels in ServerCallContext.state.
@@ -75,7 +77,7 @@ def _save(tenant_id: str, task: Task) -> None:
 
 def _get(tenant_id: str, task_id: str) -> Task | None:
     row = A2ATask.objects.filter(pk=task_id, tenant_id=tenant_id).only("task").first()
-    return None if row is None else _task(row.task)
+    return None if row is None else public(task_from_json(row.task))
 
 
 def _list(tenant_id: str, params: ListTasksRequest) -> ListTasksResponse:
@@ -94,7 +96,7 @@ def _list(tenant_id: str, params: ListTasksRequest) -> ListTasksResponse:
     page = list(rows.order_by("-updated_at", "-id").only("id", "updated_at", "task")[: page_size + 1])
     next_token = _cursor(page[page_size - 1]) if len(page) > page_size else ""
     return ListTasksResponse(
-        tasks=[_task(row.task) for row in page[:page_size]],
+        tasks=[public(task_from_json(row.task)) for row in page[:page_size]],
         next_page_token=next_token,
         page_size=page_size,
         total_size=total,
@@ -108,7 +110,8 @@ def _delete(tenant_id: str, task_id: str) -> None:
 # --- helpers ----------------------------------------------------------------------------------------------------------
 
 
-def _task(data: dict[str, Any]) -> Task:
+def task_from_json(data: dict[str, Any]) -> Task:
+    """The stored task whole (the requester's identity included: a2a_gates.public strips it for peers)."""
     # Unknown fields are kept out rather than failing: a row written by a newer SDK stays readable.
     task = Task()
     ParseDict(data, task, ignore_unknown_fields=True)

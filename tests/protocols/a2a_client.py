@@ -20,11 +20,13 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    StreamResponse,
     Task,
     TaskState,
 )
 
 COMPLETED, REJECTED, FAILED = TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_REJECTED, TaskState.TASK_STATE_FAILED
+INPUT_REQUIRED, WORKING = TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_WORKING
 
 
 class BearerToken(CredentialService):
@@ -51,6 +53,8 @@ class Peer:
         async for event in self.client.send_message(request):
             if event.HasField("task"):
                 task = event.task
+            elif task is not None:  # a streaming client: the Task comes first, then its changes
+                apply(task, event)
         assert task is not None, "SendMessage answered without a task"
         return task
 
@@ -73,11 +77,12 @@ class Peer:
 
 
 @asynccontextmanager
-async def connect(base: str, token: str) -> AsyncIterator[Peer]:
-    """Resolve the public card, then a client for its JSON-RPC interface that sends the bearer token."""
+async def connect(base: str, token: str, streaming: bool = False) -> AsyncIterator[Peer]:
+    """Resolve the public card, then a client for its JSON-RPC interface that sends the bearer token (and streams
+    SendMessage and SubscribeToTask when asked to: the card allows it)."""
     async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=120.0)) as http:
         card = await A2ACardResolver(http, base).get_agent_card()
-        client = ClientFactory(ClientConfig(httpx_client=http, streaming=False)).create(
+        client = ClientFactory(ClientConfig(httpx_client=http, streaming=streaming)).create(
             card, interceptors=[AuthInterceptor(BearerToken(token))]
         )
         try:
@@ -94,6 +99,26 @@ def result(task: Task) -> dict[str, Any]:
     assert part.media_type == "application/json"
     data: dict[str, Any] = whole_numbers(get_data_parts([part])[0])
     return data
+
+
+def apply(task: Task, event: StreamResponse) -> None:
+    """A streamed status or artifact update applied to the task it follows."""
+    if event.HasField("status_update"):
+        task.status.CopyFrom(event.status_update.status)
+    elif event.HasField("artifact_update"):
+        artifact = event.artifact_update.artifact
+        kept = [a for a in task.artifacts if a.artifact_id != artifact.artifact_id]
+        del task.artifacts[:]
+        task.artifacts.extend([*kept, artifact])
+
+
+def state_of(event: StreamResponse) -> int | None:
+    """The task state a streamed event carries (a Task or a status update), else None (an artifact update)."""
+    if event.HasField("task"):
+        return int(event.task.status.state)
+    if event.HasField("status_update"):
+        return int(event.status_update.status.state)
+    return None
 
 
 def reason(task: Task) -> str:

@@ -59,8 +59,11 @@ def test_peer_a_runs_a_saga_end_to_end_and_peer_b_of_the_tenant_reads_it(
                     "depends_on": ["charge"],
                 }
             )
-            waiting = await alice.ok({"operation": "run", "saga_id": sid})
-            assert waiting["run"]["stopped_because"] == "waiting_approval"
+            # the run stops at the gate: its task waits for input (test_a2a_input_required follows such tasks)
+            gated = await alice.send({"operation": "run", "saga_id": sid})
+            assert gated.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert result(gated)["run"]["stopped_because"] == "waiting_approval"
+            # an approve sent as a command of its own (no taskId) works as before
             await alice.ok({"operation": "approve", "saga_id": sid, "node_id": "charge", "reason": "fine"})
             # integers arrive as doubles (protobuf Value): 2 becomes 2.0 on the wire and an int again here
             ran = await alice.ok({"operation": "run", "saga_id": sid, "max_parallel": 2})

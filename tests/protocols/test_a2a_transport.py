@@ -5,6 +5,7 @@ leaves free of leaked asyncio tasks."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from email.utils import parsedate_to_datetime
@@ -32,8 +33,8 @@ def test_card_advertises_one_durable_jsonrpc_interface_bearer_auth_and_four_skil
     assert card["supportedInterfaces"] == [
         {"url": f"{server.base}/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
     ]
-    # nothing that is not durable is claimed
-    assert card["capabilities"] == {"streaming": False, "pushNotifications": False}
+    # streams are read from durable task rows; push notifications are not implemented
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
     assert card["defaultInputModes"] == card["defaultOutputModes"] == ["application/json"]
     assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "bearer"
     assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
@@ -139,12 +140,29 @@ def test_missing_version_header_gets_32009(server: RunningServer):
     assert A2ATask.objects.count() == 0
 
 
-def test_streaming_and_v03_method_names_are_refused(server: RunningServer):
-    streaming = rpc(server.base, "SendStreamingMessage", LIST_SAGAS, JSON).json()["error"]
+def test_v03_method_names_are_refused(server: RunningServer):
     legacy = rpc(server.base, "message/send", LIST_SAGAS, JSON).json()["error"]
 
-    assert streaming["code"] == -32004  # the card says streaming: false
     assert legacy["code"] == -32601
+
+
+def test_a_streamed_command_ends_with_its_terminal_event_and_a_finished_task_takes_no_subscription(
+    server: RunningServer,
+):
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": LIST_SAGAS}
+    events = _sse(httpx.post(f"{server.base}/a2a", json=body, headers=JSON, timeout=30))
+    subscribed = rpc(server.base, "SubscribeToTask", {"id": events[0]["task"]["id"]}, JSON).json()["error"]
+
+    assert events[0]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any(event.get("artifactUpdate", {}).get("artifact", {}).get("name") for event in events)
+    assert subscribed["code"] == -32004 and "terminal state TASK_STATE_COMPLETED" in subscribed["message"]
+
+
+def _sse(answer: httpx.Response) -> list[dict[str, Any]]:
+    assert answer.headers["content-type"].startswith("text/event-stream"), answer.text
+    lines = [line[len("data:") :].strip() for line in answer.text.splitlines() if line.startswith("data:")]
+    return [json.loads(line)["result"] for line in lines]
 
 
 def test_the_sdk_client_uses_only_the_card_to_reach_the_endpoint(server: RunningServer):
@@ -167,7 +185,6 @@ def _traffic_round(base: str) -> None:
     calls: list[tuple[str, dict[str, Any], str]] = [
         ("GetTask", {"id": begun["id"], "historyLength": 1}, "result"),
         ("CancelTask", {"id": begun["id"]}, "error"),
-        ("SendStreamingMessage", _message({"operation": "list_actions"}), "error"),
         ("SubscribeToTask", {"id": begun["id"]}, "error"),
         ("SendMessage", _message({"operation": "list_actions"}, taskId=begun["id"]), "error"),  # a finished task
         ("SendMessage", _message({"operation": "get", "saga_id": str(uuid.uuid4())}), "result"),  # REJECTED
