@@ -15,6 +15,7 @@ import anyio
 import mcp.types as types
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -92,13 +93,20 @@ async def get_task(client: Client, task_id: str) -> dict[str, Any]:
 
 
 async def task_result(client: Client, task_id: str) -> types.CallToolResult:
-    """tasks/result (it waits until the task ended)."""
+    """tasks/result (it waits until the task ended); 2026-07-28 removed it, so there tasks/get is polled until it
+    inlines the result."""
+    if modern(client):
+        task = await wait_until_ended(client, task_id)
+        if task["status"] == "failed":
+            raise MCPError(int(task["error"]["code"]), str(task["error"]["message"]))
+        return types.CallToolResult.model_validate(task["result"])
     request = TaskResult(params=types.GetTaskPayloadRequestParams(task_id=task_id))
     with anyio.fail_after(WAIT_SECONDS):
         return await client.session.send_request(request, types.CallToolResult)
 
 
 async def list_tasks(client: Client) -> list[dict[str, Any]]:
+    """tasks/list: 2025-11-25 only (the 2026-07-28 extension answers -32601)."""
     return list((await _send(client.session, types.ListTasksRequest()))["tasks"])
 
 

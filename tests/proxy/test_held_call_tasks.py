@@ -173,14 +173,16 @@ def test_cancel_withdraws_the_approval_and_a_later_approve_is_refused(
             await _in_thread(_held_node)
             cancelled = await tasks.cancel_task(client, created["taskId"])
             ended = await tasks.wait_until_ended(client, created["taskId"])
-            return cancelled, ended, await tasks.task_result(client, created["taskId"])
+            # 2025-11-25's tasks/result gives a cancelled task's refusal; 2026-07-28 has no tasks/result
+            answer = None if mode == "auto" else await tasks.task_result(client, created["taskId"])
+            return cancelled, ended, answer
 
     cancelled, ended, answer = anyio.run(scenario)
 
-    assert ended["status"] == "cancelled"
+    assert ended["status"] == "cancelled" and "cancelled its task" in ended["statusMessage"]
     # 2026-07-28 acknowledges a cancel with an empty result; 2025-11-25 answers the cancelled task
     assert cancelled.get("status") == (None if mode == "auto" else "cancelled")
-    assert answer.is_error and "cancelled its task" in text(answer)
+    assert answer is None or (answer.is_error and "cancelled its task" in text(answer))
     node = _held_node()
     assert node.status == "REJECTED" and node.step.status == "REFUSED"
     assert node.approvals.get().decided_by == "system:proxy"

@@ -3,7 +3,7 @@
 Both eras: tasks/get (2026-07-28: the result or error inlined once terminal), tasks/cancel (2025-11-25: the
 cancelled Task; 2026-07-28: an empty acknowledgement), tasks/result (waits until the task ended, then gives the
 request's own result) and tasks/list (the caller's tasks, newest first). tasks/result and tasks/list are core in
-2025-11-25; the 2026-07-28 extension has neither (a client polls tasks/get), and they are served there as well.
+2025-11-25; the 2026-07-28 extension removed both (a client polls tasks/get), so there they answer -32601.
 2026-07-28 adds tasks/update, acknowledged (these tasks never ask the client for input). A 2026-07-28 request
 that does not declare the extension gets -32021, as the extension requires.
 """
@@ -17,7 +17,7 @@ from typing import Any
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import ConfigDict
 
 from governance.identity.principal import Principal
@@ -61,11 +61,13 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
         return wire.detailed(row, ctx.protocol_version)
 
     async def result(ctx: ServerRequestContext[Any], params: TaskRef) -> dict[str, Any]:
+        _legacy_only(ctx, "tasks/result", "poll tasks/get: it inlines the result (or error) once the task ended")
         with _protocol_errors():
             row = await tasks.result(caller(ctx), params.task_id)
         return _final(row, ctx.protocol_version)
 
     async def listing(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams) -> dict[str, Any]:
+        _legacy_only(ctx, "tasks/list", "keep the taskId each call answered with and poll tasks/get")
         with _protocol_errors():
             rows, following = await tasks.page(caller(ctx), params.cursor)
         page: dict[str, Any] = {"tasks": [wire.task_object(row, ctx.protocol_version) for row in rows]}
@@ -100,6 +102,12 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
 
     server.middleware.append(AnswerWithTask(settle))
     server.extensions[wire.EXTENSION] = {}
+
+
+def _legacy_only(ctx: ServerRequestContext[Any], method: str, instead: str) -> None:
+    """tasks/result and tasks/list are core 2025-11-25 methods; the 2026-07-28 extension removed them (-32601)."""
+    if wire.is_modern(ctx.protocol_version):
+        raise MCPError(METHOD_NOT_FOUND, f"{method} is not part of the {wire.EXTENSION} extension: {instead}.")
 
 
 def legacy_capability() -> types.ServerTasksCapability:
