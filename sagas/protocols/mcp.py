@@ -33,7 +33,7 @@ from sagas.operations.table import MCP_TOOLS
 from sagas.protocols.mcp_progress import with_progress
 from sagas.protocols.mcp_resources import serve_saga_resources
 from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
-from sagas.protocols.mcp_tasks.negotiation import requested
+from sagas.protocols.mcp_tasks.negotiation import requested, status_listener
 from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.orm import run_orm
 from sagas.protocols.saga_tasks import SAGA_TOOL, TASK_TOOLS, SagaToolTasks
@@ -120,7 +120,8 @@ async def call_tool(
     try:
         wanted = requested()
         if wanted is not None and tasks is not None and name in TASK_TOOLS:
-            return await SAGA_TOOL_KIND.defer(tasks, principal, tool, validated, wanted)
+            listener = status_listener(ctx) if ctx is not None else None
+            return await SAGA_TOOL_KIND.defer(tasks, principal, tool, validated, wanted, listener)
         saga_id = str(getattr(validated, "saga_id", ""))
         work = functools.partial(run_orm, invoke, tool, principal, validated)
         return _ok_result(await with_progress(ctx, name, principal, saga_id, work))

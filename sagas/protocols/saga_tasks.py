@@ -33,7 +33,15 @@ from sagas.operations.operation import Operation
 from sagas.operations.table import MCP_TOOLS, OPERATIONS
 from sagas.protocols.mcp_tasks import store
 from sagas.protocols.mcp_tasks.negotiation import TaskRequest, announce
-from sagas.protocols.mcp_tasks.service import POLL_INTERVAL_MS, POLL_SECONDS, Finish, Note, TaskService, ttl_for
+from sagas.protocols.mcp_tasks.service import (
+    POLL_INTERVAL_MS,
+    POLL_SECONDS,
+    Finish,
+    Listener,
+    Note,
+    TaskService,
+    ttl_for,
+)
 from sagas.protocols.mcp_tasks.store import NewTask
 from sagas.protocols.orm import run_orm
 
@@ -56,20 +64,26 @@ class SagaToolTasks:
         self.refused = refused
 
     async def defer(
-        self, tasks: TaskService, principal: Principal, tool: Operation[Any], arguments: Any, wanted: TaskRequest
+        self,
+        tasks: TaskService,
+        principal: Principal,
+        tool: Operation[Any],
+        arguments: Any,
+        wanted: TaskRequest,
+        listener: Listener | None = None,
     ) -> types.CallToolResult:
         """Answer this call with a task (its handle replaces this answer on the wire)."""
         new = NewTask(
             kind=SAGA_TOOL,
             protocol_version=wanted.protocol_version,
             status="working",
-            status_message=f"{tool.name} accepted; it runs in the background.",
+            status_message=f"{tool.name} accepted, running in the background",
             request={"tool": tool.name, "arguments": arguments.model_dump(mode="json")},
             ttl_ms=ttl_for(wanted.ttl_ms, at_least_ms=0),
             poll_interval_ms=POLL_INTERVAL_MS,
             saga_id=str(arguments.saga_id),
         )
-        return announce(await tasks.create(principal, new))
+        return announce(await tasks.create(principal, new, listener))
 
     async def drive(self, task: McpTask, principal: Principal, note: Note) -> Finish:
         request = dict(task.request)

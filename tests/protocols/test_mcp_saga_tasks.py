@@ -14,9 +14,11 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp.types as types
 import pytest
 from django.db import connections
 from mcp import Client
+from mcp.client.extension import NotificationBinding
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -38,14 +40,38 @@ def _noop_registered() -> None:
     register(next(action for action in actions if action["id"] == "noop"))
 
 
+class StatusWatchingTasks(tasks.Tasks):
+    """The tasks extension, also observing notifications/tasks/status (the mcp 2.3 client drops notifications its
+    2025-11-25 tables lack unless an extension binds them)."""
+
+    def __init__(self, notes: list[dict[str, Any]]) -> None:
+        self.notes = notes
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        async def keep(params: types.TaskStatusNotificationParams) -> None:
+            self.notes.append(params.model_dump(by_alias=True, exclude_none=True))
+
+        return [
+            NotificationBinding(
+                method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams, handler=keep
+            )
+        ]
+
+
 @asynccontextmanager
-async def agent(server: RunningServer, token: str, mode: str) -> AsyncIterator[Client]:
-    """A client that negotiates tasks (the 2026-07-28 extension is listed on every request)."""
+async def agent(
+    server: RunningServer, token: str, mode: str, notes: list[dict[str, Any]] | None = None
+) -> AsyncIterator[Client]:
+    """A client that negotiates tasks (the 2026-07-28 extension is listed on every request); the task status
+    notifications it receives go to `notes`."""
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
         Client(
-            streamable_http_client(server.mcp_url, http_client=http), mode=mode, cache=None, extensions=[tasks.Tasks()]
+            streamable_http_client(server.mcp_url, http_client=http),
+            mode=mode,
+            cache=None,
+            extensions=[StatusWatchingTasks(notes if notes is not None else [])],
         ) as client,
     ):
         yield client
@@ -295,3 +321,27 @@ def test_a_client_without_tasks_gets_the_answer_inline(server: RunningServer, mo
 
     answer = anyio.run(scenario)
     assert answer["run"]["settled"] and answer["run"]["node_counts"] == {"COMPLETED": 1}
+
+
+def test_a_2025_client_is_told_each_status_of_its_task(server: RunningServer):
+    notes: list[dict[str, Any]] = []
+
+    async def scenario() -> str:
+        async with agent(server, ALICE, "legacy", notes) as client:
+            saga_id, gate_id = await _gated_saga(client)
+            created = await tasks.call_as_task(client, "run_ready_steps", {"saga_id": saga_id})
+            await _until_waiting(client, created["taskId"])
+            await _in_thread(lambda: _approve_in_console(gate_id))
+            await tasks.task_result(client, created["taskId"])
+            with anyio.fail_after(30):
+                while "completed" not in _statuses(notes, created["taskId"]):
+                    await anyio.sleep(0.1)
+            return str(created["taskId"])
+
+    task_id = anyio.run(scenario)
+    statuses = _statuses(notes, task_id)
+    assert "input_required" in statuses and statuses[-1] == "completed", statuses
+
+
+def _statuses(notes: list[dict[str, Any]], task_id: str) -> list[str]:
+    return [note["status"] for note in notes if note["taskId"] == task_id]

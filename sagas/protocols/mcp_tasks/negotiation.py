@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 from mcp.server import ServerRequestContext
@@ -53,6 +53,23 @@ def requested() -> TaskRequest | None:
     """What the tools/call being handled negotiated: a TaskRequest, or None (answer it the usual way)."""
     slot = _SLOT.get()
     return slot.request if slot is not None else None
+
+
+def status_listener(ctx: ServerRequestContext[Any]) -> Callable[[McpTask], Awaitable[None]] | None:
+    """What tells the client of this 2025-11-25 request about its task's status changes (notifications/tasks/status
+    on the session's own stream, not the request's, which has ended); None in 2026-07-28, whose status
+    notifications travel on subscriptions/listen."""
+    if wire.is_modern(ctx.protocol_version):
+        return None
+    session = ctx.session
+    version = ctx.protocol_version
+
+    async def tell(row: McpTask) -> None:
+        params = types.TaskStatusNotificationParams.model_validate(wire.task_object(row, version))
+        # mcp 2.3 leaves this 2025-11-25 notification out of its ServerNotification union; it sends it as any other.
+        await session.send_notification(cast(Any, types.TaskStatusNotification(params=params)))
+
+    return tell
 
 
 def announce(row: McpTask) -> types.CallToolResult:

@@ -46,6 +46,8 @@ PAGE_SIZE = 50
 SETTLED = "settled"
 
 Note = Callable[[str, str], Awaitable[None]]  # (status, message): what a running task waits for now
+# Told the task each time its status or message changes in this process (notifications/tasks/status).
+Listener = Callable[[McpTask], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ class TaskService:
         self.driver_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._group: TaskGroup | None = None
         self._driving: set[str] = set()
+        self._listeners: dict[str, Listener] = {}
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -103,10 +106,13 @@ class TaskService:
 
     # --- creating -----------------------------------------------------------------------------------------------
 
-    async def create(self, principal: Principal, new: NewTask) -> McpTask:
-        """A task that is durable before this returns; this process drives it from now on."""
+    async def create(self, principal: Principal, new: NewTask, listener: Listener | None = None) -> McpTask:
+        """A task that is durable before this returns; this process drives it from now on, telling `listener`
+        (while this process drives it) each change of its status or message."""
         owner = _owner(principal)
         row = await run_orm(store.task_create, owner, new, driver=self.driver_id, lease_seconds=LEASE_SECONDS)
+        if listener is not None:
+            self._listeners[row.id] = listener
         self._spawn(row.id, principal, claimed=True)
         return row
 
@@ -161,6 +167,7 @@ class TaskService:
             await run_orm(store.task_note, row.id, row.status, outcome)
             raise TaskNotCancellable(outcome)
         await run_orm(store.task_finish, row.id, outcome.status, outcome.message, result=outcome.result, error=None)
+        await self._tell(row.id, ended=True)
         return await self._find(principal, task_id)
 
     # --- driving --------------------------------------------------------------------------------------------------
@@ -186,6 +193,7 @@ class TaskService:
 
         async def note(status: str, message: str) -> None:
             await run_orm(store.task_note, task_id, status, message)
+            await self._tell(task_id)
 
         async with anyio.create_task_group() as group:
             group.start_soon(self._renew, task_id)
@@ -199,7 +207,19 @@ class TaskService:
                 await run_orm(
                     store.task_finish, task_id, finish.status, finish.message, result=finish.result, error=finish.error
                 )
+                await self._tell(task_id, ended=True)
             group.cancel_scope.cancel()
+
+    async def _tell(self, task_id: str, *, ended: bool = False) -> None:
+        """Give the task's listener its row as it is now; a listener that fails (its client went away) is dropped."""
+        listener = self._listeners.pop(task_id, None) if ended else self._listeners.get(task_id)
+        if listener is None:
+            return
+        try:
+            await listener(await run_orm(store.task_by_id, task_id))
+        except Exception:
+            logger.debug("task %s: its status listener failed; no more notifications for it", task_id, exc_info=True)
+            self._listeners.pop(task_id, None)
 
     async def _renew(self, task_id: str) -> None:
         while True:
