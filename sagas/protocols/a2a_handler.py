@@ -42,6 +42,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import (
     InvalidParamsError,
+    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -104,12 +105,16 @@ class SagaRequestHandler(DefaultRequestHandler):
     async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         page: ListTasksResponse = await super().on_list_tasks(params, context)
         waiting = [task.id for task in page.tasks if task.status.state == INPUT_REQUIRED]
-        if waiting and any([await self._refresh(task_id, context) for task_id in waiting]):
-            page = await super().on_list_tasks(params, context)  # one changed: list what it is now
-        return page
+        if not waiting:
+            return page
+        for task_id in waiting:
+            await self._refresh(task_id, context)
+        listed: ListTasksResponse = await super().on_list_tasks(params, context)  # as they are now
+        return listed
 
     @validate_request_params
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
+        _refuse_push_config(params)
         if params.message.task_id:
             task = await self._continue(params, context)
             if not params.configuration.return_immediately:
@@ -122,6 +127,7 @@ class SagaRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[Event, None]:
+        _refuse_push_config(params)
         if params.message.task_id:
             first: Message | Task = await self._continue(params, context)
         else:
@@ -155,17 +161,17 @@ class SagaRequestHandler(DefaultRequestHandler):
 
     async def _current(self, task_id: str, context: ServerCallContext) -> Task | None:
         task = await self._rows.get(task_id, context)
-        if task is not None and task.status.state == INPUT_REQUIRED and await self._refresh(task_id, context):
+        if task is not None and task.status.state == INPUT_REQUIRED:
+            await self._refresh(task_id, context)
             task = await self._rows.get(task_id, context)
         return task
 
-    async def _refresh(self, task_id: str, context: ServerCallContext) -> bool:
-        """Brings a waiting task up to date; True when it may have changed."""
+    async def _refresh(self, task_id: str, context: ServerCallContext) -> None:
+        """Brings a waiting task up to date with its saga (and goes on with its run when this call claimed it)."""
         principal = principal_of(context)
         job = await run_orm(refresh, principal.tenant_id, task_id, principal)
         if job is not None:
             self._start(job)
-        return True  # a rejection changes the row without a job; one more read is cheaper than telling them apart
 
     async def _continue(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
         """A message naming a task: the approve of an INPUT_REQUIRED task's gate, or the -32004 refusal."""
@@ -248,6 +254,16 @@ def changes(before: Task, now: Task) -> list[Event]:
     if now.status != before.status:
         events.append(TaskStatusUpdateEvent(task_id=now.id, context_id=now.context_id, status=now.status))
     return events
+
+
+def _refuse_push_config(params: SendMessageRequest) -> None:
+    # The SDK ignores a push config it has no store for; a peer waiting for webhooks would wait forever.
+    if params.configuration.HasField("task_push_notification_config"):
+        raise PushNotificationNotSupportedError(
+            message="Push notifications are not supported (the agent card says pushNotifications: false). Nothing "
+            "was created. Send the message without taskPushNotificationConfig and follow the task with "
+            "SendStreamingMessage, SubscribeToTask or GetTask."
+        )
 
 
 def _gate_names(gate: dict[str, Any]) -> set[tuple[str, str]]:

@@ -159,6 +159,17 @@ def test_a_streamed_command_ends_with_its_terminal_event_and_a_finished_task_tak
     assert subscribed["code"] == -32004 and "terminal state TASK_STATE_COMPLETED" in subscribed["message"]
 
 
+def test_push_notifications_are_not_supported_and_a_message_asking_for_them_creates_nothing(server: RunningServer):
+    hook = {"url": "http://127.0.0.1:9/hook"}
+    create = rpc(server.base, "CreateTaskPushNotificationConfig", {"taskId": "t", **hook}, JSON).json()["error"]
+    configured = {**LIST_SAGAS, "configuration": {"taskPushNotificationConfig": hook}}
+    send = rpc(server.base, "SendMessage", configured, JSON).json()["error"]
+
+    assert create["code"] == send["code"] == -32003
+    assert "pushNotifications: false" in send["message"] and "Nothing was created" in send["message"]
+    assert A2ATask.objects.count() == 0
+
+
 def _sse(answer: httpx.Response) -> list[dict[str, Any]]:
     assert answer.headers["content-type"].startswith("text/event-stream"), answer.text
     lines = [line[len("data:") :].strip() for line in answer.text.splitlines() if line.startswith("data:")]
