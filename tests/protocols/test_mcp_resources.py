@@ -204,7 +204,7 @@ def test_log_messages_follow_new_audit_events_at_the_level_set(server: RunningSe
 
 @pytest.mark.parametrize("mode", MODES)
 def test_completion_offers_the_callers_saga_ids_and_action_ids(server: RunningServer, mode: str):
-    register(http_contract("ship_parcel", "http://127.0.0.1:9"))
+    register(http_contract("label_parcel", "http://127.0.0.1:9"))
     sid = elsewhere("begin_saga", metadata={})["id"]
 
     async def scenario() -> None:
@@ -216,8 +216,8 @@ def test_completion_offers_the_callers_saga_ids_and_action_ids(server: RunningSe
             every = (await client.complete(saga_ref, {"name": "saga_id", "value": ""})).completion
             assert len(every.values) <= 100 and every.total is not None and every.total >= len(every.values)
             assert every.has_more == (every.total > len(every.values))
-            actions = (await client.complete(action_ref, {"name": "action_id", "value": "ship_"})).completion
-            assert actions.values == ["ship_parcel"] and actions.has_more is False
+            actions = (await client.complete(action_ref, {"name": "action_id", "value": "label_"})).completion
+            assert actions.values == ["label_parcel"] and actions.has_more is False
             with pytest.raises(MCPError) as refused:
                 await client.complete(action_ref, {"name": "saga_id", "value": ""})
             assert refused.value.code == INVALID_PARAMS
