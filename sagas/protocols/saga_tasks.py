@@ -6,7 +6,7 @@ The task row (kind `saga.tool`) keeps the tool and its validated arguments, so a
 
     run_ready_steps   the run is started once (`run_started`), then followed through get_saga_run until it settles.
                       A node WAITING_APPROVAL makes the task `input_required` (2026-07-28: `working`) with a message
-                      naming the node, its action and who may decide; once it is decided (console, CLI, REST,
+                      naming the node, its action and who may decide; once it is decided (console, REST,
                       approve_saga_step) the run goes on, so the task ends when the saga's work does.
                       tasks/cancel stops scheduling (stop_saga_run): attempts in flight are never interrupted, and
                       the cancel says so.
@@ -236,9 +236,9 @@ def _waiting_message(answer: dict[str, Any], waiting: list[dict[str, Any]]) -> s
     )
     return (
         f"Waiting for an approval decision on {names} of saga {answer['id']}. An operator of tenant "
-        f"{answer.get('tenant_id', 'this tenant')}{duty} decides it in the console (Approvals), with "
-        "`semantic-saga approve`/`deny`, or with approve_saga_step. The run goes on once it is approved; a rejection "
-        "ends this task with the saga in RECOVERY_REQUIRED."
+        f"{answer.get('tenant_id', 'this tenant')}{duty} decides it in the console (Approvals), through the REST "
+        "API (POST /api/v1/sagas/<saga>/nodes/<node>/approve/), or with approve_saga_step. The run goes on once it "
+        "is approved; a rejection ends this task with the saga in RECOVERY_REQUIRED."
     )
 
 
