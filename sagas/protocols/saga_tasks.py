@@ -52,6 +52,7 @@ TASK_TOOLS = frozenset({RUN, "execute_saga_step", "rollback_saga", "commit_saga"
 # a decision is noticed promptly and no ORM thread is held for the run's whole length.
 FIRST_WAIT_SECONDS = 2.0
 WAITING = "WAITING_APPROVAL"
+WAITING_POLL_MAX_SECONDS = 4.0
 
 Shape = Any  # the MCP surface's answer builders: (dict) -> CallToolResult, and (ServiceError) -> CallToolResult
 
@@ -156,6 +157,7 @@ class _RunFollower:
 
     async def follow(self) -> Finish:
         answer = await self._start() if not self.request.get("run_started") else await self._read()
+        pause = POLL_SECONDS
         while True:
             if await self._ended_elsewhere():
                 return Finish("cancelled", "cancelled")  # tasks/cancel finished the row; this result is not used
@@ -163,14 +165,19 @@ class _RunFollower:
             if waiting and not run["in_flight"]:
                 await self._remember(awaiting=[node["id"] for node in waiting])
                 await self._say("input_required", _waiting_message(answer, waiting))
+                # A person may take hours: look less often the longer nothing changes (a decision is still
+                # noticed within WAITING_POLL_MAX_SECONDS), so many waiting tasks cost little.
+                pause = min(pause * 2, WAITING_POLL_MAX_SECONDS)
             elif self._decided(answer):
                 answer = await self._start()  # an approval was decided: the run goes on, with a fresh budget
+                pause = POLL_SECONDS
                 continue
             elif run["settled"]:
                 return Finish("completed", _finished_message(answer), result=_dump(self.kind.ok(answer)))
             else:
                 await self._say("working", progress_message(answer))
-            await anyio.sleep(POLL_SECONDS)
+                pause = POLL_SECONDS
+            await anyio.sleep(pause)
             answer = await self._read()
 
     async def _start(self) -> dict[str, Any]:

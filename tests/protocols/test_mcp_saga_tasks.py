@@ -150,6 +150,23 @@ def test_a_gated_run_is_a_task_waiting_for_approval_then_completed_after_console
     assert [node["status"] for node in result["workflow"]["nodes"]] == ["COMPLETED", "COMPLETED"]
 
 
+def test_a_rejection_ends_the_run_task_with_the_saga_in_recovery_required(server: RunningServer):
+    async def scenario() -> Any:
+        async with agent(server, ALICE, "legacy") as client:
+            saga_id, gate_id = await _gated_saga(client)
+            created = await tasks.call_as_task(client, "run_ready_steps", {"saga_id": saga_id})
+            await _until_waiting(client, created["taskId"])
+            console = await _in_thread(lambda: console_operator("rita", "acme"))
+            await _in_thread(lambda: console.post(DECIDE, {"decision": "reject", "node": [gate_id]}))
+            return await tasks.task_result(client, created["taskId"])
+
+    answer = anyio.run(scenario)
+    assert not answer.is_error
+    result = answer.structured_content
+    assert result["status"] == "RECOVERY_REQUIRED"
+    assert [node["status"] for node in result["workflow"]["nodes"]] == ["REJECTED", "BLOCKED"]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_cancelling_a_run_task_stops_scheduling_and_says_so(server: RunningServer, mode: str):
     async def scenario() -> tuple[dict[str, Any], str, str]:
