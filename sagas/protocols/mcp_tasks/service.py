@@ -211,15 +211,15 @@ class TaskService:
             group.cancel_scope.cancel()
 
     async def _tell(self, task_id: str, *, ended: bool = False) -> None:
-        """Give the task's listener its row as it is now; a listener that fails (its client went away) is dropped."""
+        """Give the task's listener its row as it is now. A notification that cannot be sent (the client's stream
+        is not open yet, or it went away) is lost, never an error: the client can always poll tasks/get."""
         listener = self._listeners.pop(task_id, None) if ended else self._listeners.get(task_id)
         if listener is None:
             return
         try:
             await listener(await run_orm(store.task_by_id, task_id))
         except Exception:
-            logger.debug("task %s: its status listener failed; no more notifications for it", task_id, exc_info=True)
-            self._listeners.pop(task_id, None)
+            logger.debug("task %s: a status notification could not be sent", task_id, exc_info=True)
 
     async def _renew(self, task_id: str) -> None:
         while True:
