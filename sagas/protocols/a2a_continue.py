@@ -13,8 +13,10 @@ WORKING, a conditional UPDATE, so exactly one reader wins across replicas) and t
 the task as COMPLETED with the result, INPUT_REQUIRED at the next gate, REJECTED or FAILED. These units write only
 A2A task rows; saga state is the coordinator's, reached through the operation table.
 
-Known limit: a process that dies while it continues a run leaves that task WORKING (the saga itself is safe: the
-coordinator's recovery owns its nodes); GetTask then shows WORKING and `get` on the saga shows where it stands.
+A process that dies while it continues a run leaves that task WORKING with nobody settling it. A continuation
+ends within its run's wait_seconds, so a continued task still WORKING well past that (STALE_AFTER_SECONDS more)
+was left by a dead process: the next read takes it over (take_over_stale, the same compare-and-set) and runs again,
+which is safe (a run re-budgets and nudges; the coordinator's fencing keeps every node to one attempt at a time).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ logger = logging.getLogger("sagas.protocols.a2a")
 
 INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
 WORKING = TaskState.TASK_STATE_WORKING
+# Beyond its run's wait_seconds, how long a continued task may stay WORKING before a reader takes it over.
+STALE_AFTER_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,24 @@ def approve_by_message(tenant_id: str, task_id: str, peer: Principal, args: Args
             _write(tenant_id, task, INPUT_REQUIRED)
         return None
     return refresh(tenant_id, task_id, peer, approver=peer, said=said)
+
+
+def take_over_stale(tenant_id: str, task_id: str) -> Continuation | None:
+    """A continued task left WORKING by a process that died: claimed by this reader to run again, or None."""
+    row = A2ATask.objects.filter(pk=task_id, tenant_id=tenant_id, state=TaskState.Name(WORKING)).first()
+    task = None if row is None else task_from_json(row.task)
+    principal = None if task is None or task_gate(task) is None else requester_of(task)
+    if row is None or task is None or principal is None:
+        return None  # not a continuation (a first turn is the SDK executor's), or nobody to run it as
+    args = parse_command(task.history[0]).args
+    patience = float(getattr(args, "wait_seconds", 60)) + STALE_AFTER_SECONDS
+    if (timezone.now() - row.updated_at).total_seconds() < patience:
+        return None
+    _set_status(task, WORKING, [new_text_part("The process continuing this run stopped; the run goes on here.")])
+    taken = A2ATask.objects.filter(pk=task_id, tenant_id=tenant_id, state=row.state, updated_at=row.updated_at).update(
+        task=MessageToDict(task), updated_at=task.status.timestamp.ToDatetime(tzinfo=dt.UTC)
+    )
+    return Continuation(tenant_id, task_id, principal, args) if taken else None
 
 
 def continue_run(job: Continuation) -> None:

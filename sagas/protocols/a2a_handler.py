@@ -50,7 +50,7 @@ from a2a.utils.errors import (
 from a2a.utils.task import apply_history_length, validate_history_length
 
 from sagas.protocols.a2a import CANCEL_REFUSAL, parse_command
-from sagas.protocols.a2a_continue import Continuation, approve_by_message, continue_run, refresh
+from sagas.protocols.a2a_continue import Continuation, approve_by_message, continue_run, refresh, take_over_stale
 from sagas.protocols.a2a_gates import approve_command, public, task_gate
 from sagas.protocols.a2a_tasks import DjangoTaskStore, principal_of
 from sagas.protocols.orm import run_orm
@@ -164,6 +164,10 @@ class SagaRequestHandler(DefaultRequestHandler):
         if task is not None and task.status.state == INPUT_REQUIRED:
             await self._refresh(task_id, context)
             task = await self._rows.get(task_id, context)
+        elif task is not None and task.status.state == TaskState.TASK_STATE_WORKING:
+            job = await run_orm(take_over_stale, principal_of(context).tenant_id, task_id)
+            if job is not None:  # its continuing process died: go on with the run here
+                self._start(job)
         return task
 
     async def _refresh(self, task_id: str, context: ServerCallContext) -> None:

@@ -192,3 +192,49 @@ def test_a_waiting_task_takes_only_its_approve_command(server: RunningServer, do
     assert f"Task {waiting.id} waits for an approval and takes only its approve command" in error.message
     assert '"operation": "approve"' in error.message and "Nothing was changed" in error.message
     assert reread.status.state == INPUT_REQUIRED and len(reread.history) == len(waiting.history)
+
+
+def test_a_continued_task_left_working_by_a_dead_process_is_taken_over_when_next_read(
+    server: RunningServer, downstream: RecordingHTTPServer
+):
+    register_actions(downstream)
+
+    async def scenario() -> tuple[Task, Task]:
+        async with connect(server.base, ALICE) as alice:
+            sid = await gated_saga(alice)
+            waiting = await alice.send({"operation": "run", "saga_id": sid})
+            # the task as a process that claimed its continuation and then died leaves it: WORKING, long untouched
+            await asyncio.to_thread(_left_working_by_a_dead_process, waiting.id)
+            answer = httpx.post(
+                f"{server.base}/api/v1/sagas/{sid}/nodes/charge/approve/",
+                json={},
+                headers={"Authorization": f"Bearer {BOB}"},
+                timeout=30,
+            )
+            assert answer.status_code == 200, answer.text
+            deadline = time.monotonic() + 60
+            final = await alice.client.get_task(GetTaskRequest(id=waiting.id))
+            while time.monotonic() < deadline and final.status.state != COMPLETED:
+                await asyncio.sleep(0.1)
+                final = await alice.client.get_task(GetTaskRequest(id=waiting.id))
+            return waiting, final
+
+    waiting, final = run(scenario())
+    assert waiting.status.state == INPUT_REQUIRED
+    assert final.status.state == COMPLETED and result(final)["run"]["node_counts"] == {"COMPLETED": 2}
+    assert [r[1] for r in downstream.requests] == ["/charge_card", "/ship_order"]
+
+
+def _left_working_by_a_dead_process(task_id: str) -> None:
+    import datetime as dt
+
+    from django.db import connections
+    from django.utils import timezone
+
+    try:
+        row = A2ATask.objects.get(pk=task_id)
+        row.task["status"]["state"] = "TASK_STATE_WORKING"
+        long_ago = timezone.now() - dt.timedelta(minutes=10)
+        A2ATask.objects.filter(pk=task_id).update(state="TASK_STATE_WORKING", task=row.task, updated_at=long_ago)
+    finally:
+        connections.close_all()
