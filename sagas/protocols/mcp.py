@@ -32,6 +32,7 @@ from sagas.operations.operation import Operation
 from sagas.operations.table import MCP_TOOLS
 from sagas.protocols.mcp_progress import with_progress
 from sagas.protocols.mcp_resources import serve_saga_resources
+from sagas.protocols.mcp_resources.capabilities import as_implemented
 from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
 from sagas.protocols.mcp_tasks.negotiation import requested, status_listener
 from sagas.protocols.mcp_tasks.service import TaskService
@@ -247,4 +248,5 @@ class SagaServer(Server[Any]):
             notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
         )
         # 2025-11-25 clients read capabilities.tasks; 2026-07-28 ones the extension serve_tasks declares.
-        return capabilities.model_copy(update={"tasks": legacy_capability()})
+        with_tasks = capabilities.model_copy(update={"tasks": legacy_capability()})
+        return as_implemented(with_tasks, protocol_version)
