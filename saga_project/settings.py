@@ -132,6 +132,10 @@ SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=16)
 # Threads that run MCP and A2A handlers' database work (sagas.protocols.orm): kept for the life of the process,
 # started only as concurrent calls need them. A call that waits for its nodes (run_ready_steps) holds one meanwhile.
 SAGA_ORM_THREADS: int = env.int("SAGA_ORM_THREADS", default=32)
+# The largest request body /mcp, /proxy/mcp and /a2a accept (bytes); bigger ones are refused before they are read.
+SAGA_MAX_REQUEST_BYTES: int = env.int("SAGA_MAX_REQUEST_BYTES", default=1024 * 1024)
+# The largest A2A message metadata kept with a task (bytes of its JSON); a command carrying more is refused.
+SAGA_A2A_MAX_METADATA_BYTES: int = env.int("SAGA_A2A_MAX_METADATA_BYTES", default=16 * 1024)
 # Identity of this process in lease_owner columns.
 SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
 SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
@@ -152,6 +156,15 @@ if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
     raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
 if not 1 <= SAGA_ORM_THREADS <= 1024:
     raise ImproperlyConfigured(f"SAGA_ORM_THREADS must be between 1 and 1024 (got {SAGA_ORM_THREADS}).")
+if not 1024 <= SAGA_MAX_REQUEST_BYTES <= 64 * 1024 * 1024:
+    raise ImproperlyConfigured(
+        f"SAGA_MAX_REQUEST_BYTES must be between 1024 and 67108864 (64 MiB) (got {SAGA_MAX_REQUEST_BYTES})."
+    )
+if not 0 <= SAGA_A2A_MAX_METADATA_BYTES <= SAGA_MAX_REQUEST_BYTES:
+    raise ImproperlyConfigured(
+        f"SAGA_A2A_MAX_METADATA_BYTES must be between 0 and SAGA_MAX_REQUEST_BYTES ({SAGA_MAX_REQUEST_BYTES}) "
+        f"(got {SAGA_A2A_MAX_METADATA_BYTES})."
+    )
 if not 0 <= SAGA_FAN_OUT_THREADS <= 256:
     raise ImproperlyConfigured(
         f"SAGA_FAN_OUT_THREADS must be between 0 (nudge every ready node) and 256 (got {SAGA_FAN_OUT_THREADS})."

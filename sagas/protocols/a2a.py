@@ -34,6 +34,7 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError, TaskNotCancelableError
+from django.conf import settings
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.timestamp_pb2 import Timestamp
 from pydantic import ValidationError
@@ -80,6 +81,7 @@ def parse_command(message: Message | None) -> Command:
         raise _invalid("the request has no message")
     if len(message.context_id) > MAX_CONTEXT_ID_LENGTH:
         raise _invalid(f"contextId is longer than {MAX_CONTEXT_ID_LENGTH} characters")
+    _require_small_metadata(message)
     body = _command_object(list(message.parts))
     operation = body.pop("operation", None)
     if operation is None:
@@ -98,6 +100,21 @@ def parse_command(message: Message | None) -> Command:
             errors=[{"field": p.field, "message": p.message} for p in problems],
         ) from None
     return Command(found, args)
+
+
+def _require_small_metadata(message: Message) -> None:
+    """A task keeps the message it was created from, metadata included: a bound keeps a peer from storing
+    megabytes per (even refused) command."""
+    if not message.HasField("metadata"):
+        return
+    size = len(json.dumps(MessageToDict(message.metadata), separators=(",", ":")))
+    limit = settings.SAGA_A2A_MAX_METADATA_BYTES
+    if size > limit:
+        raise _invalid(
+            f"the message's metadata is {size} bytes of JSON; at most {limit} are kept with a task "
+            "(SAGA_A2A_MAX_METADATA_BYTES). Nothing was created: send your labels in the saga's metadata (begin) or "
+            "keep the message metadata small"
+        )
 
 
 def _command_object(parts: list[Part]) -> dict[str, Any]:

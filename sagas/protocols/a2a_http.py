@@ -34,9 +34,11 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from a2a.utils.errors import (
     ContentTypeNotSupportedError,
+    InvalidRequestError,
     UnsupportedOperationError,
 )
 from django.conf import settings
+from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -214,6 +216,27 @@ class CommandRequestContextBuilder(SimpleRequestContextBuilder):
 # --- HTTP ---------------------------------------------------------------------------------------------------------
 
 
+class DeclaredBodyLimit:
+    """A body whose Content-Length exceeds SAGA_MAX_REQUEST_BYTES is refused before it is read (HTTP 413 with a
+    JSON-RPC error that says the limit); the SDK's RequestBodyLimitMiddleware behind it counts the bytes of a body
+    sent without a length (or lying about it)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = RequestBodyLimitMiddleware(app, limit)
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        declared = Headers(scope=scope).get("content-length", "") if scope["type"] == "http" else ""
+        if declared.isdigit() and int(declared) > self.limit:
+            error = InvalidRequestError(
+                message=f"The request body is {declared} bytes; /a2a accepts at most {self.limit} "
+                "(SAGA_MAX_REQUEST_BYTES). Nothing was read or created: send a smaller message."
+            )
+            await JSONResponse(build_error_response(None, error), status_code=413)(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class RequireJSON:
     """-32005 for a body that is not declared as JSON (the SDK parses any body as JSON whatever its type)."""
 
@@ -290,5 +313,6 @@ def build_http_app() -> A2AApp:
         *_card_routes(card),
         Route(f"/.well-known/oauth-protected-resource{RPC_PATH}", endpoint=_resource_metadata, methods=["GET"]),
     ]
-    endpoint = BearerAuth(RequireJSON(sdk_app), protocol="a2a", resource_path=RPC_PATH)
+    limited = DeclaredBodyLimit(RequireJSON(sdk_app), settings.SAGA_MAX_REQUEST_BYTES)
+    endpoint = BearerAuth(limited, protocol="a2a", resource_path=RPC_PATH)
     return A2AApp(public_routes=public, rpc_endpoint=endpoint, handler=handler)

@@ -39,5 +39,6 @@ def build_http_app() -> tuple[BearerAuth, SagaServer]:
         stateless_http=False,
         json_response=False,
         transport_security=transport_security(),
+        max_request_body_size=settings.SAGA_MAX_REQUEST_BYTES,
     )
     return BearerAuth(sdk_app, protocol="mcp", resource_path="/mcp"), server

@@ -50,6 +50,7 @@ def build_proxy_http_app(config_path: str) -> ProxyHttpApp:
         stateless_http=False,
         json_response=False,
         transport_security=transport_security(),
+        max_request_body_size=settings.SAGA_MAX_REQUEST_BYTES,
     )
     return ProxyHttpApp(
         endpoint=BearerAuth(sdk_app, protocol="mcp-proxy", resource_path=PATH),
