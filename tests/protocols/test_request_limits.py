@@ -6,10 +6,14 @@ to be stored whole with its rejected task)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import pytest
 
 from sagas.models import A2ATask, McpTask, Saga
 from tests.protocols.conftest import ALICE, RunningServer
@@ -88,3 +92,16 @@ def test_small_metadata_still_makes_a_command(server: RunningServer):
     answer = httpx.post(f"{server.base}/a2a", json=_send_message(100), headers=A2A, timeout=30)
 
     assert answer.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [("SAGA_MAX_REQUEST_BYTES", "100"), ("SAGA_MAX_REQUEST_BYTES", "lots"), ("SAGA_A2A_MAX_METADATA_BYTES", "-1")],
+)
+def test_a_limit_out_of_range_stops_start_up(variable: str, value: str) -> None:
+    environment = {**os.environ, variable: value, "DJANGO_SETTINGS_MODULE": "saga_project.settings"}
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=environment, capture_output=True, text=True
+    )
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and variable in started.stderr, started.stderr
