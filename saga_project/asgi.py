@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from saga_project.body_limit import BodyLimit
 from sagas.protocols.a2a_http import build_http_app as build_a2a_app
 from sagas.protocols.mcp_http import build_http_app
 from sagas.protocols.proxy.http import PATH as PROXY_PATH
@@ -107,7 +108,7 @@ application = Starlette(
         Route("/a2a/", endpoint=Endpoint(a2a.rpc_endpoint)),  # peers that append a slash are served too
         *_proxy_routes(),
         *_static_mount(),
-        Mount("/", app=django_app),  # type: ignore[arg-type]
+        Mount("/", app=BodyLimit(django_app, settings.SAGA_MAX_REQUEST_BYTES)),  # type: ignore[arg-type]
     ],
     middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=settings.ALLOWED_HOSTS)],
     lifespan=lifespan,

@@ -136,6 +136,8 @@ SAGA_ORM_THREADS: int = env.int("SAGA_ORM_THREADS", default=32)
 SAGA_MAX_REQUEST_BYTES: int = env.int("SAGA_MAX_REQUEST_BYTES", default=1024 * 1024)
 # The largest A2A message metadata kept with a task (bytes of its JSON); a command carrying more is refused.
 SAGA_A2A_MAX_METADATA_BYTES: int = env.int("SAGA_A2A_MAX_METADATA_BYTES", default=16 * 1024)
+# How deep an operation's JSON arguments (metadata, input, checkpoint data) may nest; deeper ones are refused.
+SAGA_MAX_ARGUMENT_DEPTH: int = env.int("SAGA_MAX_ARGUMENT_DEPTH", default=32)
 # Identity of this process in lease_owner columns.
 SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
 SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
@@ -165,6 +167,9 @@ if not 0 <= SAGA_A2A_MAX_METADATA_BYTES <= SAGA_MAX_REQUEST_BYTES:
         f"SAGA_A2A_MAX_METADATA_BYTES must be between 0 and SAGA_MAX_REQUEST_BYTES ({SAGA_MAX_REQUEST_BYTES}) "
         f"(got {SAGA_A2A_MAX_METADATA_BYTES})."
     )
+# Above 128 levels, a stored value wrapped in an answer passes what JSON parsers (pydantic's among them) accept.
+if not 2 <= SAGA_MAX_ARGUMENT_DEPTH <= 128:
+    raise ImproperlyConfigured(f"SAGA_MAX_ARGUMENT_DEPTH must be between 2 and 128 (got {SAGA_MAX_ARGUMENT_DEPTH}).")
 if not 0 <= SAGA_FAN_OUT_THREADS <= 256:
     raise ImproperlyConfigured(
         f"SAGA_FAN_OUT_THREADS must be between 0 (nudge every ready node) and 256 (got {SAGA_FAN_OUT_THREADS})."
@@ -286,7 +291,7 @@ REST_FRAMEWORK = {
         "sagas.api.authentication.ConsoleSessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["sagas.api.authentication.PrincipalRequired"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["sagas.api.parsers.DepthSafeJSONParser"],
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",

@@ -12,14 +12,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
+from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sagas.states import SagaStatus
 
 
-def storable_problem(value: object, where: str) -> str | None:
+def storable_problem(value: object, where: str, depth: int = 0) -> str | None:
     """What makes `value` unstorable, if anything: text no database column can hold (a NUL character, which
-    PostgreSQL refuses in text and jsonb, or an unpaired UTF-16 surrogate from a JSON escape)."""
+    PostgreSQL refuses in text and jsonb, or an unpaired UTF-16 surrogate from a JSON escape), or nesting deeper
+    than SAGA_MAX_ARGUMENT_DEPTH (stored, it would come back in answers some clients' parsers refuse to read)."""
+    if depth > settings.SAGA_MAX_ARGUMENT_DEPTH:
+        return (
+            f"{where} is nested more than {settings.SAGA_MAX_ARGUMENT_DEPTH} levels deep (SAGA_MAX_ARGUMENT_DEPTH); "
+            "send a flatter value"
+        )
     if isinstance(value, str):
         if "\x00" in value:
             return f"{where} contains a NUL character (\\u0000), which cannot be stored"
@@ -29,11 +36,12 @@ def storable_problem(value: object, where: str) -> str | None:
             return f"{where} contains an unpaired UTF-16 surrogate; send valid Unicode"
     elif isinstance(value, dict):
         for key, item in value.items():
-            if problem := storable_problem(key, f"{where} (a key)") or storable_problem(item, f"{where}.{key}"):
+            problem = storable_problem(key, f"{where} (a key)", depth + 1)
+            if problem := problem or storable_problem(item, f"{where}.{key}", depth + 1):
                 return problem
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            if problem := storable_problem(item, f"{where}[{index}]"):
+            if problem := storable_problem(item, f"{where}[{index}]", depth + 1):
                 return problem
     return None
 

@@ -1,0 +1,83 @@
+"""Regression tests, one per finding of the fuzzers (issue 20, items 3 and 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fuzz.conftest import Seeded, rows
+from tests.fuzz.hostile import nested_object
+from tests.protocols.conftest import ALICE, RunningServer
+from tests.protocols.mcp_client import connect, refused
+
+AUTH = {"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"}
+
+
+def test_metadata_nested_200_deep_is_refused_before_a_saga_exists(server: RunningServer, seeded: Seeded):
+    # Found: begin_saga stored it, and its answer was too deep for the official client to parse.
+    before = rows()
+
+    async def scenario() -> dict[str, Any]:
+        async with connect(server.mcp_url, ALICE, "auto") as client:
+            return await refused(client, "begin_saga", {"metadata": nested_object(200)})
+
+    error = asyncio.run(scenario())
+    assert error["code"] == "INVALID_ARGUMENTS" and "SAGA_MAX_ARGUMENT_DEPTH" in error["message"], error
+    assert rows() == before
+
+
+def test_checkpoint_data_at_the_depth_limit_is_kept(server: RunningServer, seeded: Seeded):
+    async def scenario() -> Any:
+        async with connect(server.mcp_url, ALICE, "auto") as client:
+            data = nested_object(31)
+            return await client.call_tool("checkpoint_saga", {"saga_id": seeded.own_saga, "name": "deep", "data": data})
+
+    answer = asyncio.run(scenario())
+    assert not answer.is_error, answer.content
+
+
+def test_rest_body_nested_5000_deep_is_a_400_not_a_500(server: RunningServer, seeded: Seeded):
+    # Found: json.loads' RecursionError answered 500 INTERNAL_ERROR.
+    body = '{"metadata": ' + '{"a":' * 5000 + "1" + "}" * 5000 + "}"
+    answer = httpx.post(f"{server.base}/api/v1/sagas/", content=body, headers=AUTH, timeout=30)
+    assert answer.status_code == 400 and "SAGA_MAX_ARGUMENT_DEPTH" in answer.text, answer.text
+
+
+def test_rest_body_declaring_2_gib_is_refused_with_413_before_it_is_read(server: RunningServer, seeded: Seeded):
+    # Found: /api/v1 had no body limit; Django spooled whatever came until the client gave up.
+    before = rows()
+
+    def body() -> Iterator[bytes]:
+        yield b'{"metadata": {"padding": "'
+        for _ in range(40):
+            yield b"x" * 64 * 1024
+        yield b'"}}'
+
+    answer = httpx.post(f"{server.base}/api/v1/sagas/", content=body(), headers=AUTH, timeout=60)  # no length
+    assert answer.status_code == 413, answer.text
+    port = server.base.rsplit(":", 1)[1]
+    head = f"POST /api/v1/sagas/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {ALICE}\r\n"
+    head += f"Content-Type: application/json\r\nContent-Length: {2**31}\r\nConnection: close\r\n\r\n{{}}"
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as sock:
+        sock.sendall(head.encode())  # httpx refuses to send a false length: raw bytes, and no shutdown (no EOF)
+        answer_text = sock.recv(65536).decode()
+    assert answer_text.startswith("HTTP/1.1 413") and "SAGA_MAX_REQUEST_BYTES" in answer_text, answer_text
+    assert rows() == before
+
+
+@pytest.mark.parametrize("value", ["1", "129", "deep"])
+def test_argument_depth_out_of_range_stops_start_up(value: str) -> None:
+    environment = {**os.environ, "SAGA_MAX_ARGUMENT_DEPTH": value, "DJANGO_SETTINGS_MODULE": "saga_project.settings"}
+    started = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"], env=environment, capture_output=True, text=True
+    )
+    assert started.returncode != 0
+    assert "ImproperlyConfigured" in started.stderr and "SAGA_MAX_ARGUMENT_DEPTH" in started.stderr, started.stderr
