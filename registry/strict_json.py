@@ -35,6 +35,10 @@ def read_strict_json(path: str | os.PathLike[str], what: str) -> Any:
         ) from None
     except ValueError as exc:
         raise StrictJsonError(f"The {what} {path} is not valid JSON: {exc}.") from None
+    except RecursionError:
+        # Python's parser recurses per level: a few thousand nested brackets would otherwise stop start-up with a
+        # traceback instead of this message.
+        raise StrictJsonError(f"The {what} {path} is nested too deeply to read; flatten it.") from None
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

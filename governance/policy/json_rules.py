@@ -82,6 +82,9 @@ class JsonPolicy:
             raise PolicyFileError(message=f"Policy file {path} does not exist. Set SAGA_POLICY_FILE to it.") from exc
         except ValueError as exc:
             raise PolicyFileError(message=f"Policy file {path} is not valid JSON: {exc}.") from exc
+        except RecursionError:
+            # Python's parser recurses per level: a traceback at start-up otherwise, for a few thousand brackets.
+            raise PolicyFileError(message=f"Policy file {path} is nested too deeply to read; flatten it.") from None
         return cls(document, source=str(path))
 
     # --- evaluation ------------------------------------------------------------------------------------------------

@@ -8,11 +8,16 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from governance.policy.facts import PolicyFileError
+from governance.policy.json_rules import JsonPolicy
+from registry.errors import RegistryError
+from registry.services import registry_load_file
 from tests.fuzz.conftest import Seeded, rows
 from tests.fuzz.hostile import nested_object
 from tests.protocols.conftest import ALICE, RunningServer
@@ -68,7 +73,10 @@ def test_rest_body_declaring_2_gib_is_refused_with_413_before_it_is_read(server:
     head += f"Content-Type: application/json\r\nContent-Length: {2**31}\r\nConnection: close\r\n\r\n{{}}"
     with socket.create_connection(("127.0.0.1", int(port)), timeout=30) as sock:
         sock.sendall(head.encode())  # httpx refuses to send a false length: raw bytes, and no shutdown (no EOF)
-        answer_text = sock.recv(65536).decode()
+        received = b""
+        while chunk := sock.recv(65536):  # the server closes after its answer (Connection: close)
+            received += chunk
+    answer_text = received.decode()
     assert answer_text.startswith("HTTP/1.1 413") and "SAGA_MAX_REQUEST_BYTES" in answer_text, answer_text
     assert rows() == before
 
@@ -81,3 +89,25 @@ def test_argument_depth_out_of_range_stops_start_up(value: str) -> None:
     )
     assert started.returncode != 0
     assert "ImproperlyConfigured" in started.stderr and "SAGA_MAX_ARGUMENT_DEPTH" in started.stderr, started.stderr
+
+
+DEEP_FILE = '{"a":' * 5000 + "1" + "}" * 5000
+
+
+@pytest.mark.django_db
+def test_a_registry_file_nested_5000_deep_is_a_registry_error_not_a_traceback(tmp_path: Path) -> None:
+    # Found: json.loads' RecursionError escaped registry_load_file (load_actions, SAGA_ACTIONS_FILE at start-up).
+    path = tmp_path / "actions.json"
+    path.write_text(DEEP_FILE)
+    with pytest.raises(RegistryError) as refused:
+        registry_load_file(path)
+    assert refused.value.code == "INVALID_REGISTRY_FILE" and "nested too deeply" in str(refused.value)
+
+
+def test_a_policy_file_nested_5000_deep_is_a_policy_file_error_not_a_traceback(tmp_path: Path) -> None:
+    # Found: json.loads' RecursionError escaped JsonPolicy.load (SAGA_POLICY_FILE).
+    path = tmp_path / "policy.json"
+    path.write_text(DEEP_FILE)
+    with pytest.raises(PolicyFileError) as refused:
+        JsonPolicy.load(path)
+    assert "nested too deeply" in refused.value.message
