@@ -20,7 +20,7 @@ Job = Callable[[Client], Awaitable[Any]]
 
 
 class Session:
-    def __init__(self, url: str, token: str, mode: str = "auto") -> None:
+    def __init__(self, url: str, token: str | None, mode: str = "auto") -> None:
         self.url, self.token, self.mode = url, token, mode
         self.statuses: list[int] = []
         self._loop = asyncio.new_event_loop()
@@ -34,7 +34,7 @@ class Session:
         # The client's context is entered and left by this one task (anyio's cancel scopes require it).
         self._queue = asyncio.Queue()
         timeout = httpx2.Timeout(30.0, read=120.0)
-        headers = {"Authorization": f"Bearer {self.token}"}
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [self._record]}) as http,
             Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client,
@@ -66,7 +66,7 @@ class Session:
 
 
 @contextmanager
-def open_session(url: str, token: str, mode: str = "auto") -> Iterator[Session]:
+def open_session(url: str, token: str | None, mode: str = "auto") -> Iterator[Session]:
     session = Session(url, token, mode)
     thread = threading.Thread(target=session._loop.run_forever, daemon=True)
     thread.start()
