@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PG_URL ?= postgresql://postgres@127.0.0.1:5432/test
 PYTEST_WORKERS ?= 2
 
-.PHONY: browser screenshots run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js
+.PHONY: browser screenshots run test test-sqlite test-postgres conformance lint venv dev-venv bench bench-quick clean a2a-js chaos
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +89,12 @@ bench: dev-venv $(VENV)/.bench-extra
 ## bench-quick: the same comparisons with fewer rounds and levels, under two minutes (bench/results/<date>-quick.json)
 bench-quick: dev-venv $(VENV)/.bench-extra
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
+
+## chaos: the chaos suite (bench/chaos.py, docs/reliability.md): up to 5,000 sagas through 2 serve replicas and 3
+## prefork Celery workers for 25 minutes of faults (about 1,000 cycles), then the invariants; it drops and creates the
+## database chaos on local PostgreSQL and writes bench/results/chaos-<date>.json (CHAOS_ARGS="--sagas 200 --duration 120")
+chaos: dev-venv
+	$(BIN)/python bench/chaos.py --database-url postgresql://postgres@127.0.0.1:5432/chaos $(CHAOS_ARGS)
 
 # .[dev,bench] (DBOS Transact is a bench-only peer), installed again only when pyproject.toml changes.
 $(VENV)/.bench-extra: pyproject.toml $(BIN)/python

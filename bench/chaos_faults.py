@@ -1,0 +1,183 @@
+"""The chaos suite's fault injector: one thread, one fault at a time, chosen by a seeded random generator.
+
+Kinds: SIGKILL a prefork pool child (its parent forks a new one), SIGKILL a whole worker (parent and children)
+and start it again, SIGKILL a `serve` replica and start it again, terminate the product's PostgreSQL backends,
+restart the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then SIGCONT it,
+and make the sink delay or drop its next answers after it applied their effect.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from bench.chaos_fleet import Fleet, Member
+from bench.chaos_sink import Sink
+
+KINDS = (
+    "worker_child_sigkill",
+    "worker_sigkill",
+    "serve_sigkill",
+    "pg_terminate_backend",
+    "redis_restart",
+    "worker_sigstop",
+    "sink_delay_after_apply",
+    "sink_drop_after_apply",
+)
+ACTION_TIMEOUT_SECONDS = 2  # the chaos actions' timeout_seconds (bench/chaos.py)
+
+
+@dataclass
+class Pause:
+    """The node attempts a paused worker held when it was stopped: (node id, fence token at the pause)."""
+
+    worker: str
+    held: list[tuple[str, int]]
+    stopped_at: float = 0.0
+    resumed_at: float = 0.0
+
+
+@dataclass
+class Faults:
+    counts: Counter[str] = field(default_factory=Counter)
+    errors: list[str] = field(default_factory=list)
+    pauses: list[Pause] = field(default_factory=list)
+    timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind), wall clock
+    last_fault_at: float = 0.0
+
+
+class Injector:
+    def __init__(
+        self, fleet: Fleet, sink: Sink, pg_url: str, seed: int, interval: float, lease_seconds: int, kinds: list[str]
+    ) -> None:
+        self.fleet = fleet
+        self.sink = sink
+        self.pg_url = pg_url
+        self.random = random.Random(seed)
+        self.interval = interval
+        self.lease_seconds = lease_seconds
+        self.kinds = kinds
+        self.faults = Faults()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="chaos-injector", daemon=True)
+
+    def start(self) -> Injector:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 120) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        self.sink.disarm()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.random.uniform(0.5, 1.5) * self.interval):
+            kind = self.random.choice(self.kinds)
+            begun = time.time()
+            try:
+                getattr(self, kind)()
+                self.faults.counts[kind] += 1
+            except Exception as exc:  # a fault that could not be injected is reported, never hidden
+                self.faults.errors.append(f"{kind}: {type(exc).__name__}: {exc}")
+            self.faults.last_fault_at = time.monotonic()
+            self.faults.timeline.append((round(begun, 3), round(time.time(), 3), kind))
+
+    def _worker(self) -> Member:
+        return self.random.choice(self.fleet.workers)
+
+    # --- the faults --------------------------------------------------------------------------------------------
+
+    def worker_child_sigkill(self) -> None:
+        children = self._worker().children()
+        if not children:
+            raise RuntimeError("the worker has no pool child to kill")
+        signal_pid(self.random.choice(children), signal.SIGKILL)
+
+    def worker_sigkill(self) -> None:
+        self.fleet.restart_worker(self._worker())
+
+    def serve_sigkill(self) -> None:
+        self.fleet.restart_server(self.random.choice(self.fleet.servers))
+
+    def pg_terminate_backend(self) -> None:
+        with psycopg.connect(self.pg_url, autocommit=True, application_name="chaos-injector") as conn:
+            rows = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND application_name IN ('chaos-worker', 'chaos-serve') AND pid <> pg_backend_pid()"
+            ).fetchall()
+        if not rows:
+            raise RuntimeError("no product backend to terminate (are the processes tagged chaos-worker/-serve?)")
+
+    def redis_restart(self) -> None:
+        self.fleet.restart_redis()
+
+    def worker_sigstop(self) -> None:
+        """Freeze a worker (heartbeats too) past its lease, so the sweep fences it off; then let it write late."""
+        member, held = self._holder()
+        worker_id = member.env["SAGA_WORKER_ID"]
+        member.paused = True
+        stopped_at = time.time()
+        member.group_signal(signal.SIGSTOP)
+        try:
+            self._stop.wait(self.lease_seconds + 2.0)
+        finally:
+            member.group_signal(signal.SIGCONT)
+            member.paused = False
+        self.faults.pauses.append(Pause(worker_id, held, stopped_at, time.time()))
+        # Nothing else happens meanwhile: the woken worker's late write reaches the coordinator unhindered.
+        time.sleep(ACTION_TIMEOUT_SECONDS + 2.0)
+
+    def _holder(self) -> tuple[Member, list[tuple[str, int]]]:
+        """The worker in the middle of a call the sink holds ("slow"), else any worker holding an attempt."""
+        by_id = {m.env["SAGA_WORKER_ID"]: m for m in self.fleet.workers}
+        before = len(self.sink.slow_keys)
+        self.sink.arm("slow")
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:
+            if len(self.sink.slow_keys) > before:
+                held = _held(self.pg_url, self.sink.slow_keys[before].partition(":")[0])
+                if held:
+                    owner = sorted(held)[0]
+                    return by_id[owner], held[owner]
+            time.sleep(0.01)
+        self.sink.disarm()
+        held = _held(self.pg_url)
+        owner = self.random.choice(sorted(held)) if held else ""
+        return (by_id[owner], held[owner]) if owner else (self._worker(), [])
+
+    def sink_delay_after_apply(self) -> None:
+        self.sink.arm("delay", self.random.randint(1, 3))
+
+    def sink_drop_after_apply(self) -> None:
+        self.sink.arm("drop", self.random.randint(1, 3))
+
+
+def signal_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it exited on its own meanwhile
+        os.kill(pid, sig)
+
+
+def _held(pg_url: str, step_id: str = "") -> dict[str, list[tuple[str, int]]]:
+    """Node attempts in flight by lease owner (the chaos workers' SAGA_WORKER_ID), optionally of one step."""
+    sql = (
+        "SELECT lease_owner, id::text, fence_token FROM sagas_node"
+        " WHERE status = 'EXECUTING' AND lease_owner LIKE 'chaos-worker-%%'"
+    )
+    with psycopg.connect(pg_url, autocommit=True, application_name="chaos-injector") as conn:
+        if step_id:
+            rows: list[Any] = conn.execute(sql + " AND step_id::text = %s", [step_id]).fetchall()
+        else:
+            rows = conn.execute(sql).fetchall()
+    held: dict[str, list[tuple[str, int]]] = {}
+    for owner, node_id, fence in rows:
+        held.setdefault(str(owner), []).append((str(node_id), int(fence)))
+    return held
