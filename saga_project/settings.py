@@ -138,6 +138,9 @@ SAGA_MAX_REQUEST_BYTES: int = env.int("SAGA_MAX_REQUEST_BYTES", default=1024 * 1
 SAGA_A2A_MAX_METADATA_BYTES: int = env.int("SAGA_A2A_MAX_METADATA_BYTES", default=16 * 1024)
 # How deep an operation's JSON arguments (metadata, input, checkpoint data) may nest; deeper ones are refused.
 SAGA_MAX_ARGUMENT_DEPTH: int = env.int("SAGA_MAX_ARGUMENT_DEPTH", default=32)
+# Quotas (0 = none): sagas one principal may begin per minute; sagas of a tenant running nodes at once.
+SAGA_MAX_NEW_SAGAS_PER_MINUTE: int = env.int("SAGA_MAX_NEW_SAGAS_PER_MINUTE", default=0)
+SAGA_MAX_CONCURRENT_RUNS_PER_TENANT: int = env.int("SAGA_MAX_CONCURRENT_RUNS_PER_TENANT", default=0)
 # Identity of this process in lease_owner columns.
 SAGA_WORKER_ID: str = env.str("SAGA_WORKER_ID", default="")
 SAGA_PUBLIC_URL: str = env.str("SAGA_PUBLIC_URL", default="http://127.0.0.1:8000")
@@ -170,6 +173,12 @@ if not 0 <= SAGA_A2A_MAX_METADATA_BYTES <= SAGA_MAX_REQUEST_BYTES:
 # Above 128 levels, a stored value wrapped in an answer passes what JSON parsers (pydantic's among them) accept.
 if not 2 <= SAGA_MAX_ARGUMENT_DEPTH <= 128:
     raise ImproperlyConfigured(f"SAGA_MAX_ARGUMENT_DEPTH must be between 2 and 128 (got {SAGA_MAX_ARGUMENT_DEPTH}).")
+for _quota, _value in (
+    ("SAGA_MAX_NEW_SAGAS_PER_MINUTE", SAGA_MAX_NEW_SAGAS_PER_MINUTE),
+    ("SAGA_MAX_CONCURRENT_RUNS_PER_TENANT", SAGA_MAX_CONCURRENT_RUNS_PER_TENANT),
+):
+    if not 0 <= _value <= 1_000_000:
+        raise ImproperlyConfigured(f"{_quota} must be between 0 (no quota) and 1000000 (got {_value}).")
 if not 0 <= SAGA_FAN_OUT_THREADS <= 256:
     raise ImproperlyConfigured(
         f"SAGA_FAN_OUT_THREADS must be between 0 (nudge every ready node) and 256 (got {SAGA_FAN_OUT_THREADS})."

@@ -36,6 +36,12 @@ class InvalidInput(SagaError):
     code = "INVALID_INPUT"
 
 
+class QuotaExceeded(SagaError):
+    """A configured quota (sagas.coordinator.quotas) would be exceeded; the same request may succeed later."""
+
+    code = "QUOTA_EXCEEDED"
+
+
 class ActionFailedTransient(SagaError):
     code = "ACTION_FAILED_TRANSIENT"
 

@@ -36,6 +36,8 @@ CODE_STATUS: dict[str, int] = {
     "POLICY_DENIED": status.HTTP_403_FORBIDDEN,
     # A kill switch is a temporary state of the tenant or saga: the same request may succeed once released.
     "KILL_SWITCH_ENGAGED": status.HTTP_409_CONFLICT,
+    # A configured quota: the same request may succeed later (retry_after_seconds says when, where known).
+    "QUOTA_EXCEEDED": status.HTTP_429_TOO_MANY_REQUESTS,
     # The server's own policy file is broken: not the caller's fault, and nothing the caller can fix.
     "INVALID_POLICY_FILE": status.HTTP_503_SERVICE_UNAVAILABLE,
     "INVALID_INPUT": status.HTTP_400_BAD_REQUEST,

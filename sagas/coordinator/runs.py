@@ -22,6 +22,7 @@ from sagas.coordinator import _policy
 from sagas.coordinator._tx import Refusal, locked_saga
 from sagas.coordinator.node_attempts import dispatch_ready
 from sagas.coordinator.previews import dry_run_nodes
+from sagas.coordinator.quotas import check_concurrent_runs
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Node, Saga
 from sagas.states import NodeStatus, SagaStatus
@@ -89,7 +90,8 @@ def saga_run_ready(
     `max_steps` attempts started) and nudges the nodes ready now; workers continue with nodes that become ready
     until none is, the budget is spent, or the saga leaves ACTIVE. Waits up to `wait_seconds` (default 60, at
     most 300; 0 = do not wait) for the wave to settle, including a rollback it triggered, then reports the state
-    and what is still in flight. Audit RUN_REQUESTED. Errors: SAGA_NOT_FOUND, SAGA_NOT_ACTIVE, INVALID_INPUT.
+    and what is still in flight. Audit RUN_REQUESTED. Errors: SAGA_NOT_FOUND, SAGA_NOT_ACTIVE, INVALID_INPUT,
+    QUOTA_EXCEEDED (SAGA_MAX_CONCURRENT_RUNS_PER_TENANT).
     """
     authorize(actor, EXECUTE, "run")
     _require_int(max_parallel, "max_parallel", 1, 32)
@@ -106,6 +108,7 @@ def saga_run_ready(
             )
         if stop := _policy.kill_switch_stop(tx, "running ready steps"):
             raise Refusal(stop)
+        check_concurrent_runs(actor, tx.saga.id)
         decision = _policy.decide(tx, "run", requested_parallel=max_parallel)
         if not decision.allowed:
             raise Refusal(_policy.refusal(decision, f"running saga {tx.saga.id}"))

@@ -12,7 +12,7 @@ from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
-from sagas.coordinator import _policy, gates
+from sagas.coordinator import _policy, gates, quotas
 from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
@@ -46,7 +46,8 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
 
     Effects: Saga(ACTIVE), audit SAGA_STARTED (data `preview: true` for a preview saga, whose steps are dry runs:
     sagas.coordinator.previews). `metadata._identity` is written by the server; a caller value is discarded.
-    Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview.
+    Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview; QUOTA_EXCEEDED past
+    SAGA_MAX_NEW_SAGAS_PER_MINUTE.
     """
     authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):
@@ -55,6 +56,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
         what = "starting a saga"
         raise gates.kill_switch(f"tenant {actor.tenant_id}", switch.reason, switch.engaged_by, what)
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
+    quotas.check_new_saga_rate(actor)
     meta["_identity"] = actor.identity_metadata()
     saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview)
     with new_saga_tx(saga, actor) as tx:

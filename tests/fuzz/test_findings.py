@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from tests.fuzz.conftest import Seeded, rows
 from tests.fuzz.hostile import nested_object
 from tests.protocols.conftest import ALICE, RunningServer
 from tests.protocols.mcp_client import connect, refused
+from tests.startup import refused_at_start_up
 
 AUTH = {"Authorization": f"Bearer {ALICE}", "Content-Type": "application/json"}
 
@@ -83,12 +81,7 @@ def test_rest_body_declaring_2_gib_is_refused_with_413_before_it_is_read(server:
 
 @pytest.mark.parametrize("value", ["1", "129", "deep"])
 def test_argument_depth_out_of_range_stops_start_up(value: str) -> None:
-    environment = {**os.environ, "SAGA_MAX_ARGUMENT_DEPTH": value, "DJANGO_SETTINGS_MODULE": "saga_project.settings"}
-    started = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], env=environment, capture_output=True, text=True
-    )
-    assert started.returncode != 0
-    assert "ImproperlyConfigured" in started.stderr and "SAGA_MAX_ARGUMENT_DEPTH" in started.stderr, started.stderr
+    refused_at_start_up("SAGA_MAX_ARGUMENT_DEPTH", value)
 
 
 DEEP_FILE = '{"a":' * 5000 + "1" + "}" * 5000

@@ -6,9 +6,6 @@ to be stored whole with its rejected task)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +14,7 @@ import pytest
 
 from sagas.models import A2ATask, McpTask, Saga
 from tests.protocols.conftest import ALICE, RunningServer
+from tests.startup import refused_at_start_up
 
 A2A = {"Content-Type": "application/json", "A2A-Version": "1.0", "Authorization": f"Bearer {ALICE}"}
 MCP = {
@@ -99,9 +97,4 @@ def test_small_metadata_still_makes_a_command(server: RunningServer):
     [("SAGA_MAX_REQUEST_BYTES", "100"), ("SAGA_MAX_REQUEST_BYTES", "lots"), ("SAGA_A2A_MAX_METADATA_BYTES", "-1")],
 )
 def test_a_limit_out_of_range_stops_start_up(variable: str, value: str) -> None:
-    environment = {**os.environ, variable: value, "DJANGO_SETTINGS_MODULE": "saga_project.settings"}
-    started = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], env=environment, capture_output=True, text=True
-    )
-    assert started.returncode != 0
-    assert "ImproperlyConfigured" in started.stderr and variable in started.stderr, started.stderr
+    refused_at_start_up(variable, value)

@@ -5,9 +5,6 @@ only those beyond are nudged. Every such claim is an ordinary claim: leased, fen
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +26,7 @@ from tests.conftest import make_principal
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
 from tests.sagas.helpers import wait_until
+from tests.startup import refused_at_start_up
 
 
 @pytest.fixture(autouse=True)
@@ -235,9 +233,4 @@ def test_no_fan_out_threads_nudges_every_dependant_as_before(
 
 @pytest.mark.parametrize("value", ["-1", "257", "eight"])
 def test_a_fan_out_thread_count_out_of_range_stops_start_up(value: str) -> None:
-    environment = {**os.environ, "SAGA_FAN_OUT_THREADS": value, "DJANGO_SETTINGS_MODULE": "saga_project.settings"}
-    started = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"], env=environment, capture_output=True, text=True
-    )
-    assert started.returncode != 0
-    assert "ImproperlyConfigured: SAGA_FAN_OUT_THREADS" in started.stderr, started.stderr
+    refused_at_start_up("SAGA_FAN_OUT_THREADS", value)
