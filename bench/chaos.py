@@ -39,15 +39,13 @@ DRAIN_SECONDS = 45.0  # work that was legitimately still queued when the faults 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="bench/chaos.py")
     parser.add_argument("--sagas", type=int, default=5000, help="at most this many sagas (default 5000)")
-    parser.add_argument(
-        "--duration", type=float, default=1500, help="at most this many seconds (default 1500)"
-    )
+    parser.add_argument("--duration", type=float, default=1500, help="at most this many seconds (default 1500)")
     parser.add_argument("--seed", type=int, default=20, help="seed of the fault schedule (default 20)")
     parser.add_argument("--database-url", default=os.environ.get("CHAOS_DATABASE_URL", ""), help="a chaos* database")
     parser.add_argument("--workers", type=int, default=3, help="prefork Celery workers (default 3, 2 children each)")
     parser.add_argument("--replicas", type=int, default=2, help="`semantic-saga serve` replicas (default 2)")
     parser.add_argument("--clients", type=int, default=16, help="sagas driven at once (default 16)")
-    parser.add_argument("--fault-interval", type=float, default=1.0, help="mean seconds between faults (default 1)")
+    parser.add_argument("--fault-interval", type=float, default=0.5, help="mean pause between faults (default 0.5 s)")
     parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to inject (comma-separated)")
     parser.add_argument("--out", default="", help="JSON output (default bench/results/chaos-<date>.json)")
     args = parser.parse_args(argv)
