@@ -47,6 +47,8 @@ ERROR_DESCRIPTIONS = {
     409: "Refused in the saga's current state (error.code says which rule). Nothing was changed.",
     415: "The body was not sent as application/json.",
     422: "The action ran and failed; error.saga_status says how the saga reacted.",
+    429: "A configured quota (SAGA_MAX_NEW_SAGAS_PER_MINUTE, SAGA_MAX_CONCURRENT_RUNS_PER_TENANT) would be exceeded. "
+    "Nothing was done; error.retry_after_seconds says when to try again where it is known.",
 }
 PATH_PARAMETERS = {
     "saga_id": OpenApiParameter(

@@ -47,7 +47,7 @@ TABLE: list[Operation[Any]] = [
             "saga-list",
             SAGAS,
             status=201,
-            errors=(400, 401, 403, 409, 415),
+            errors=(400, 401, 403, 409, 415, 429),
             note="`metadata` is yours; the server adds `_identity`. The Location header points at the new saga.",
         ),
     ),
@@ -103,7 +103,7 @@ TABLE: list[Operation[Any]] = [
         "Run ready nodes in dependency waves (independent ones in parallel) and wait up to wait_seconds for "
         "them to settle. Returns the saga and what is still in flight.",
         hints=OUTSIDE,
-        rest=Route("POST", SAGA + "run/", "saga-run", WORKFLOW),
+        rest=Route("POST", SAGA + "run/", "saga-run", WORKFLOW, errors=(400, 401, 403, 404, 409, 415, 429)),
         console=(buttons.RUN,),
     ),
     Operation(
