@@ -39,7 +39,7 @@ DRAIN_SECONDS = 45.0  # work that was legitimately still queued when the faults 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="bench/chaos.py")
     parser.add_argument("--sagas", type=int, default=5000, help="at most this many sagas (default 5000)")
-    parser.add_argument("--duration", type=float, default=1500, help="at most this many seconds (default 1500)")
+    parser.add_argument("--duration", type=float, default=2200, help="at most this many seconds (default 2200)")
     parser.add_argument("--seed", type=int, default=20, help="seed of the fault schedule (default 20)")
     parser.add_argument("--database-url", default=os.environ.get("CHAOS_DATABASE_URL", ""), help="a chaos* database")
     parser.add_argument("--workers", type=int, default=3, help="prefork Celery workers (default 3, 2 children each)")
@@ -117,8 +117,11 @@ def run(
     injector.stop()
     faults_end = time.monotonic()
     progress(t0, f"faults stopped ({sum(injector.faults.counts.values())} injected); waiting for quiescence")
-    quiet = quiescence(driver, faults_end + bound)
+    quiet_at = quiescence(driver, faults_end + bound)
     sweeper.stop()
+    # From the moment the last fault was injected (a frozen worker's includes its freeze and its quiet period).
+    last = injector.faults.timeline[-1][0] if injector.faults.timeline else time.time()
+    quiet = None if quiet_at is None else max(0.0, quiet_at - last)
     return report(load, injector, sink, policies, continuous, quiet, bound)
 
 
@@ -141,7 +144,7 @@ def watch(driver: Driver, injector: Injector, load: Load, stop_at: float, t0: fl
 
 
 def quiescence(driver: Driver, deadline: float) -> float | None:
-    """Seconds after the last fault until every driven saga is terminal and nothing is in flight; None: never."""
+    """When (wall clock) every driven saga was terminal and nothing was in flight; None: not before the deadline."""
     from sagas.models import Node, Saga
 
     begun = time.monotonic()
@@ -150,7 +153,7 @@ def quiescence(driver: Driver, deadline: float) -> float | None:
         busy = Node.objects.filter(status__in=["READY", "EXECUTING"]).exists()
         busy = busy or Saga.objects.filter(status__in=["FAILED", "ROLLING_BACK"]).exists()
         if not busy:
-            return time.monotonic() - begun
+            return time.time()
         time.sleep(0.2)
     return None
 

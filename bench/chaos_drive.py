@@ -94,7 +94,7 @@ def drive(api: Api, shape: str, deadline: float) -> SagaRun:
         base = f"/sagas/{run.saga_id}"
         for key, action, deps in SHAPES[shape]:
             api.call("POST", f"{base}/nodes/", {"action": action, "input": {"n": key}, "key": key, "depends_on": deps})
-        api.call("POST", f"{base}/run/", {"wait_seconds": 0, "max_parallel": 8})
+        _run(api, base)
         while time.monotonic() < deadline:
             saga = api.call("GET", f"{base}/")
             run.status = saga["status"]
@@ -109,6 +109,12 @@ def drive(api: Api, shape: str, deadline: float) -> SagaRun:
     return run
 
 
+def _run(api: Api, base: str) -> None:
+    # 409: a repeated request whose first answer was lost already ran the saga on to a state that cannot run
+    # (rolled back, say); the polling loop reads that state.
+    api.call("POST", f"{base}/run/", {"wait_seconds": 0, "max_parallel": 8}, ok=(200, 409))
+
+
 def _operate(api: Api, base: str, nodes: list[dict[str, Any]], run: SagaRun) -> None:
     """What the operator and the client do for an ACTIVE saga: approve what waits, commit what is complete."""
     waiting = [n for n in nodes if n["status"] == "WAITING_APPROVAL"]
@@ -120,7 +126,7 @@ def _operate(api: Api, base: str, nodes: list[dict[str, Any]], run: SagaRun) -> 
         except ApiError:
             pass
     if waiting:
-        api.call("POST", f"{base}/run/", {"wait_seconds": 0, "max_parallel": 8})
+        _run(api, base)
     elif nodes and all(n["status"] == "COMPLETED" for n in nodes):
         # 4xx: committed already by a repeated request whose answer was lost; the next poll reads COMMITTED.
         with contextlib.suppress(ApiError):
