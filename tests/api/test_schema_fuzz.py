@@ -8,7 +8,6 @@ other tenant's saga (its id, node id or a marker in its metadata), even when the
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
@@ -28,11 +27,11 @@ from schemathesis.specs.openapi.checks import (
 from sagas import coordinator
 from tests.api.conftest import ALICE, MALLORY, principal
 from tests.contracts import http_contract, register
+from tests.fuzz.hostile import OUTSIDER_MARKER, Seeded
 from tests.httpserver import RecordingHTTPServer
 
 # Examples per operation: about 20 operations x this many requests stays well under a minute on either database.
 MAX_EXAMPLES = 15
-OUTSIDER_MARKER = "globex-secret-marker"
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -48,14 +47,6 @@ database = "none"
 # The bearer token is ours to send (HEADERS): generated Authorization values would only be overwritten.
 with-security-parameters = false
 """
-
-
-@dataclass(frozen=True)
-class Seeded:
-    own_saga: str
-    own_node: str
-    outsider_saga: str
-    outsider_node: str
 
 
 @pytest.fixture

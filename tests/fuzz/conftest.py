@@ -3,30 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from sagas import coordinator
 from sagas.models import A2ATask, Approval, Checkpoint, McpTask, Node, Saga, Step
 from tests.conftest import make_principal
 from tests.contracts import http_contract, register
-from tests.fuzz.hostile import OUTSIDER_MARKER
+from tests.fuzz.hostile import OUTSIDER_MARKER, Seeded
 from tests.protocols.conftest import _committed_db, server  # noqa: F401  (fixtures used by the fuzz modules)
 
 ROW_MODELS = (Saga, Node, Step, Approval, Checkpoint, McpTask, A2ATask)
-
-
-@dataclass(frozen=True)
-class Seeded:
-    own_saga: str
-    own_node: str
-    outsider_saga: str
-    outsider_node: str
-
-    @property
-    def outsider_ids(self) -> list[str]:
-        return [self.outsider_saga, self.outsider_node]
 
 
 def rows() -> dict[str, int]:

@@ -8,6 +8,7 @@ can explore further locally.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -90,3 +91,17 @@ def assert_nothing_of_outsider(text: str, sent: str, secrets: list[str], what: s
     assert OUTSIDER_MARKER not in text, f"{what} leaked the other tenant's data:\n{text[:2000]}"
     for secret in secrets:
         assert secret in sent or secret not in text, f"{what} leaked {secret}:\n{text[:2000]}"
+
+
+@dataclass(frozen=True)
+class Seeded:
+    """The ids of one waiting saga per tenant: the caller's own, and the other tenant's that must never leak."""
+
+    own_saga: str
+    own_node: str
+    outsider_saga: str
+    outsider_node: str
+
+    @property
+    def outsider_ids(self) -> list[str]:
+        return [self.outsider_saga, self.outsider_node]
