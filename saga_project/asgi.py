@@ -26,8 +26,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from saga_project.body_limit import BodyLimit
 from sagas.protocols.a2a_http import build_http_app as build_a2a_app
+from sagas.protocols.body_limit import BodyLimit
 from sagas.protocols.mcp_http import build_http_app
 from sagas.protocols.proxy.http import PATH as PROXY_PATH
 from sagas.protocols.proxy.http import build_proxy_http_app

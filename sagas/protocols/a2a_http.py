@@ -38,7 +38,6 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from django.conf import settings
-from mcp.server.transport_security import RequestBodyLimitMiddleware
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
 from starlette.requests import Request
@@ -51,6 +50,7 @@ from governance.identity.principal import Principal
 from sagas.protocols.a2a import JSON_MEDIA_TYPE, PROTOCOL_VERSION, SagaAgentExecutor, parse_command
 from sagas.protocols.a2a_handler import TASK_NOT_CONTINUED, SagaRequestHandler
 from sagas.protocols.a2a_tasks import PRINCIPAL_KEY, DjangoTaskStore
+from sagas.protocols.body_limit import BodyLimit
 
 RPC_PATH = "/a2a"
 # JSON-RPC bodies are JSON; the A2A media type is accepted too (the HTTP+JSON binding uses it).
@@ -216,25 +216,14 @@ class CommandRequestContextBuilder(SimpleRequestContextBuilder):
 # --- HTTP ---------------------------------------------------------------------------------------------------------
 
 
-class DeclaredBodyLimit:
-    """A body whose Content-Length exceeds SAGA_MAX_REQUEST_BYTES is refused before it is read (HTTP 413 with a
-    JSON-RPC error that says the limit); the SDK's RequestBodyLimitMiddleware behind it counts the bytes of a body
-    sent without a length (or lying about it)."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = RequestBodyLimitMiddleware(app, limit)
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        declared = Headers(scope=scope).get("content-length", "") if scope["type"] == "http" else ""
-        if declared.isdigit() and int(declared) > self.limit:
-            error = InvalidRequestError(
-                message=f"The request body is {declared} bytes; /a2a accepts at most {self.limit} "
-                "(SAGA_MAX_REQUEST_BYTES). Nothing was read or created: send a smaller message."
-            )
-            await JSONResponse(build_error_response(None, error), status_code=413)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
+def _too_large(declared: str, limit: int) -> Response:
+    """The A2A shape of a refused body: HTTP 413 carrying a JSON-RPC error that says the limit."""
+    size = f"{declared} bytes" if declared else "bigger than that"
+    error = InvalidRequestError(
+        message=f"The request body is {size}; /a2a accepts at most {limit} (SAGA_MAX_REQUEST_BYTES). Nothing was "
+        "read or created: send a smaller message."
+    )
+    return JSONResponse(build_error_response(None, error), status_code=413)
 
 
 class RequireJSON:
@@ -313,6 +302,6 @@ def build_http_app() -> A2AApp:
         *_card_routes(card),
         Route(f"/.well-known/oauth-protected-resource{RPC_PATH}", endpoint=_resource_metadata, methods=["GET"]),
     ]
-    limited = DeclaredBodyLimit(RequireJSON(sdk_app), settings.SAGA_MAX_REQUEST_BYTES)
+    limited = BodyLimit(RequireJSON(sdk_app), settings.SAGA_MAX_REQUEST_BYTES, _too_large)
     endpoint = BearerAuth(limited, protocol="a2a", resource_path=RPC_PATH)
     return A2AApp(public_routes=public, rpc_endpoint=endpoint, handler=handler)
