@@ -138,6 +138,12 @@ SAGA_MAX_REQUEST_BYTES: int = env.int("SAGA_MAX_REQUEST_BYTES", default=1024 * 1
 SAGA_A2A_MAX_METADATA_BYTES: int = env.int("SAGA_A2A_MAX_METADATA_BYTES", default=16 * 1024)
 # How deep an operation's JSON arguments (metadata, input, checkpoint data) may nest; deeper ones are refused.
 SAGA_MAX_ARGUMENT_DEPTH: int = env.int("SAGA_MAX_ARGUMENT_DEPTH", default=32)
+# The longest string (UTF-8 bytes) anywhere in an operation's JSON arguments; a longer one is refused.
+SAGA_MAX_ARGUMENT_STRING_BYTES: int = env.int("SAGA_MAX_ARGUMENT_STRING_BYTES", default=64 * 1024)
+# The largest answer of a registered action's call kept as its step's result (bytes); a bigger one fails the attempt.
+SAGA_MAX_ACTION_RESULT_BYTES: int = env.int("SAGA_MAX_ACTION_RESULT_BYTES", default=1024 * 1024)
+# Messages an A2A task keeps in its history (the command it was created from and the newest ones).
+SAGA_A2A_MAX_TASK_HISTORY: int = env.int("SAGA_A2A_MAX_TASK_HISTORY", default=100)
 # Quotas (0 = none): sagas one principal may begin per minute; sagas of a tenant running nodes at once.
 SAGA_MAX_NEW_SAGAS_PER_MINUTE: int = env.int("SAGA_MAX_NEW_SAGAS_PER_MINUTE", default=0)
 SAGA_MAX_CONCURRENT_RUNS_PER_TENANT: int = env.int("SAGA_MAX_CONCURRENT_RUNS_PER_TENANT", default=0)
@@ -173,6 +179,19 @@ if not 0 <= SAGA_A2A_MAX_METADATA_BYTES <= SAGA_MAX_REQUEST_BYTES:
 # Above 128 levels, a stored value wrapped in an answer passes what JSON parsers (pydantic's among them) accept.
 if not 2 <= SAGA_MAX_ARGUMENT_DEPTH <= 128:
     raise ImproperlyConfigured(f"SAGA_MAX_ARGUMENT_DEPTH must be between 2 and 128 (got {SAGA_MAX_ARGUMENT_DEPTH}).")
+# Sizes between 1 KiB and 64 MiB: below, ordinary arguments and answers would not fit; above, one value could hold
+# more than any request body may carry (SAGA_MAX_REQUEST_BYTES' own ceiling).
+for _size, _value in (
+    ("SAGA_MAX_ARGUMENT_STRING_BYTES", SAGA_MAX_ARGUMENT_STRING_BYTES),
+    ("SAGA_MAX_ACTION_RESULT_BYTES", SAGA_MAX_ACTION_RESULT_BYTES),
+):
+    if not 1024 <= _value <= 64 * 1024 * 1024:
+        raise ImproperlyConfigured(f"{_size} must be between 1024 and 67108864 (64 MiB) (got {_value}).")
+# At least the command a task was created from and its latest message.
+if not 2 <= SAGA_A2A_MAX_TASK_HISTORY <= 10_000:
+    raise ImproperlyConfigured(
+        f"SAGA_A2A_MAX_TASK_HISTORY must be between 2 and 10000 (got {SAGA_A2A_MAX_TASK_HISTORY})."
+    )
 for _quota, _value in (
     ("SAGA_MAX_NEW_SAGAS_PER_MINUTE", SAGA_MAX_NEW_SAGAS_PER_MINUTE),
     ("SAGA_MAX_CONCURRENT_RUNS_PER_TENANT", SAGA_MAX_CONCURRENT_RUNS_PER_TENANT),

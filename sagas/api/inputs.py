@@ -37,9 +37,11 @@ def _validated(model: type[M], data: dict[str, Any], *, strict: bool) -> M:
 
 
 def _storable(value: object, where: str) -> None:
-    """Refuse text no database column can hold, in the body, the query and the URL alike."""
+    """Refuse text no database column can hold, in the body, the query and the URL alike; a value past a configured
+    argument limit (depth, string length) is INVALID_ARGUMENTS, as on the other surfaces."""
     if problem := storable_problem(value, where):
-        raise InvalidInput(message=f"{problem}.")
+        code = "INVALID_ARGUMENTS" if "(SAGA_MAX_ARGUMENT_" in problem else "INVALID_INPUT"
+        raise InvalidInput(code, f"{problem}. Nothing was created or changed.", problems=[problem])
 
 
 def body_args(request: Request, model: type[M], *, fixed: dict[str, Any] | None = None, **url: str) -> M:

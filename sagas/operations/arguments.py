@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -18,10 +18,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sagas.states import SagaStatus
 
 
-def storable_problem(value: object, where: str, depth: int = 0) -> str | None:
+def storable_problem(value: object, where: str, depth: int = 0, *, bound_strings: bool = True) -> str | None:
     """What makes `value` unstorable, if anything: text no database column can hold (a NUL character, which
     PostgreSQL refuses in text and jsonb, or an unpaired UTF-16 surrogate from a JSON escape), or nesting deeper
-    than SAGA_MAX_ARGUMENT_DEPTH (stored, it would come back in answers some clients' parsers refuse to read)."""
+    than SAGA_MAX_ARGUMENT_DEPTH (stored, it would come back in answers some clients' parsers refuse to read), or a
+    string (a key too) longer than SAGA_MAX_ARGUMENT_STRING_BYTES (stored, every read of the saga would carry it)
+    unless `bound_strings` is false."""
     if depth > settings.SAGA_MAX_ARGUMENT_DEPTH:
         return (
             f"{where} is nested more than {settings.SAGA_MAX_ARGUMENT_DEPTH} levels deep (SAGA_MAX_ARGUMENT_DEPTH); "
@@ -31,17 +33,23 @@ def storable_problem(value: object, where: str, depth: int = 0) -> str | None:
         if "\x00" in value:
             return f"{where} contains a NUL character (\\u0000), which cannot be stored"
         try:
-            value.encode("utf-8")
+            size = len(value.encode("utf-8"))
         except UnicodeEncodeError:
             return f"{where} contains an unpaired UTF-16 surrogate; send valid Unicode"
+        if bound_strings and size > settings.SAGA_MAX_ARGUMENT_STRING_BYTES:
+            return (
+                f"{where} is a string of {size} bytes; strings in arguments may be at most "
+                f"{settings.SAGA_MAX_ARGUMENT_STRING_BYTES} bytes (SAGA_MAX_ARGUMENT_STRING_BYTES). Keep large "
+                "content elsewhere and pass a reference to it (a URL, a file name, an id)"
+            )
     elif isinstance(value, dict):
         for key, item in value.items():
-            problem = storable_problem(key, f"{where} (a key)", depth + 1)
-            if problem := problem or storable_problem(item, f"{where}.{key}", depth + 1):
+            problem = storable_problem(key, f"{where} (a key)", depth + 1, bound_strings=bound_strings)
+            if problem := problem or storable_problem(item, f"{where}.{key}", depth + 1, bound_strings=bound_strings):
                 return problem
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            if problem := storable_problem(item, f"{where}[{index}]", depth + 1):
+            if problem := storable_problem(item, f"{where}[{index}]", depth + 1, bound_strings=bound_strings):
                 return problem
     return None
 
@@ -82,12 +90,15 @@ def _wording(found: Any, takes: Sequence[str] | None) -> str:
 class Args(BaseModel):
     # Strict: unknown keys and wrong types are refused before anything runs ("5" is not an integer).
     model_config = ConfigDict(extra="forbid", strict=True)
+    # False for the proxy's operations: they carry an agent's arguments to a downstream tool and that tool's answer,
+    # which the proxy passes on unchanged (bounded by SAGA_MAX_REQUEST_BYTES and, journaled, ledger.maxResultBytes).
+    bound_strings: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _storable(self) -> Args:
         # Refused here, once for MCP, A2A and REST, instead of as a database error after work began.
         for name, value in self.__dict__.items():
-            if problem := storable_problem(value, name):
+            if problem := storable_problem(value, name, bound_strings=self.bound_strings):
                 raise ValueError(problem)
         return self
 

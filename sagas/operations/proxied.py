@@ -22,12 +22,18 @@ R, X = Capability.READ, Capability.EXECUTE
 CALL = "The downstream tool's facts the proxy computed: server, tool, definition and its hash, class, gate, ..."
 
 
-class SessionOpenArgs(Args):
+class ProxyArgs(Args):
+    # What an agent sent a downstream tool and what that tool answered pass through the proxy unchanged: a long
+    # string there is the agent's business, not a coordinator argument (docs/configuration.md, "Limits").
+    bound_strings = False
+
+
+class SessionOpenArgs(ProxyArgs):
     session: dict[str, Any] = Field(description="What metadata.proxy records: client, protocol version, config.")
     preview: bool = Field(default=False, description="true: a preview session (reads run, nothing else does).")
 
 
-class CallBeginArgs(Args):
+class CallBeginArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     call: dict[str, Any] = Field(description=CALL)
     arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
@@ -41,14 +47,14 @@ class WithdrawArgs(HeldCallArgs):
     why: str = Field(description="denied, timeout, disconnected or cancelled (its MCP task was).")
 
 
-class CallFinishArgs(Args):
+class CallFinishArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     step_id: str = Field(description="The step the call was journaled as.")
     outcome: dict[str, Any] = Field(description="What the downstream did: kind, result, is_error, duration_ms, ...")
     fence: int = Field(default=1, description="The fence token the call was begun under.")
 
 
-class HeldCallRef(Args):
+class HeldCallRef(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     node_id: str = Field(description="The held call (its node id).")
 

@@ -159,3 +159,13 @@ def test_a_policy_refusal_is_403_and_leaves_its_decision_as_evidence(
     assert error["code"] == "POLICY_DENIED" and "transfers frozen" in error["message"]
     decisions = ok(alice.get(f"{API}/sagas/{saga_id}/policy-decisions/"))["decisions"]
     assert decisions[-1]["data"]["effect"] == "deny"
+
+
+def test_a_string_over_the_argument_string_limit_is_400_and_creates_nothing(alice: APIClient, settings: Any):
+    from sagas.models import Saga
+
+    settings.SAGA_MAX_ARGUMENT_STRING_BYTES = 1024
+    before = Saga.objects.count()
+    error = refused(alice.post(f"{API}/sagas/", {"metadata": {"notes": "x" * 2000}}, format="json"), 400)
+    assert error["code"] == "INVALID_ARGUMENTS" and "SAGA_MAX_ARGUMENT_STRING_BYTES" in error["message"], error
+    assert "metadata.notes" in error["message"] and Saga.objects.count() == before
