@@ -164,6 +164,28 @@ def test_subscribe_hears_a_commit_made_by_another_process_until_unsubscribed(ser
     run(scenario())
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_saga_uri_spelled_otherwise_is_refused_naming_the_uri_updates_go_to(server: RunningServer, mode: str):
+    """An upper-case id names the same saga (resources/read accepts it), but updates are sent under the URI as
+    resources/list writes it: a subscription under another spelling would never hear a thing, so it is refused."""
+    sid = elsewhere("begin_saga", metadata={})["id"]
+    shouted = f"saga://{sid.upper()}/audit"
+
+    async def scenario() -> None:
+        async with connect(server.mcp_url, ALICE, mode) as client:
+            assert body((await client.read_resource(shouted)).contents)
+            with pytest.raises(MCPError) as refused:
+                if mode == "legacy":
+                    await client.subscribe_resource(shouted)
+                else:
+                    async with client.listen(resource_subscriptions=[shouted]):
+                        pass
+            assert refused.value.code == INVALID_PARAMS
+            assert f"subscribe to saga://{sid}/audit" in refused.value.error.message
+
+    run(scenario())
+
+
 def test_listen_hears_a_commit_made_by_another_process(server: RunningServer):
     sid = elsewhere("begin_saga", metadata={})["id"]
 

@@ -127,6 +127,16 @@ class _Handlers:
                     "subscribed to. Read action contracts with resources/read when you need them.",
                     data={"uri": uri},
                 )
+            canonical = reads.canonical(uri)
+            if canonical != uri:
+                # Updates go out under the URI as resources/list and get_saga write it; another spelling of the
+                # same id would be accepted here and then never hear a thing.
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"{uri} is not how this saga's URI is written, so no update would reach it: subscribe to "
+                    f"{canonical} (the saga id as get_saga and resources/list give it: lowercase, with dashes).",
+                    data={"uri": uri, "use": canonical},
+                )
             with _refusals(uri, ctx):
                 await run_orm(saga_get, actor=self.principal(), saga_id=target.saga_id)
             saga_ids.add(target.saga_id)

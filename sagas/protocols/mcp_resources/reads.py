@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,18 @@ def parse(uri: str) -> Target | None:
     if match := _ACTION_URI.match(uri):
         return Target("get_action", {"action": match["action_id"]}, None)
     return None
+
+
+def canonical(uri: str) -> str:
+    """The URI with its saga id written as ids are stored (lowercase, dashed); unchanged if it names no UUID."""
+    match = _SAGA_URI.match(uri)
+    if match is None:
+        return uri
+    try:
+        saga_id = str(uuid.UUID(match["saga_id"]))
+    except ValueError:
+        return uri  # not an id at all: get_saga refuses it as not found
+    return f"saga://{saga_id}{match['view'] or ''}"
 
 
 def saga_uris(saga_id: str) -> list[str]:
