@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from opentelemetry import propagate
 
+from registry.actions import result_limit
 from registry.actions.context import InvocationContext
 from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
@@ -28,9 +29,6 @@ from registry.url_templates import render_url
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # Receipts (what a failing remote said) are kept small: they end up in step errors shown to agents.
 RECEIPT_BODY_LIMIT = 4096
-# Upper bound on a response we read at all; beyond it the answer is truncated instead of exhausting memory or
-# bloating the step row. 1 MiB fits any sane API answer.
-RESPONSE_READ_LIMIT = 1024 * 1024
 # Statuses that mean "not now" rather than "never": the same request may succeed later.
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
 # A gateway that timed out or failed talking upstream cannot say whether the upstream acted.
@@ -77,6 +75,8 @@ def call(request: dict[str, Any], ctx: InvocationContext, *, compensation: bool)
         # `from None`: a chained httpx exception could carry header values into a logged traceback.
         raise _transport_failure(exc, method, url, timeout, secrets) from None
     if 200 <= status < 300:
+        if truncated and not compensation:
+            raise _too_large(method, url, status, raw, secrets)
         return _success_result(status, raw, truncated, secrets)
     raise _status_failure(method, url, status, reason, _receipt(status, raw, truncated, secrets))
 
@@ -98,13 +98,23 @@ def _headers(spec: dict[str, Any], ctx: InvocationContext) -> tuple[dict[str, st
 def _send(
     method: str, url: str, headers: dict[str, str], content: bytes | None, timeout: float
 ) -> tuple[int, str, bytes, bool]:
+    """Status, reason, body and whether the body is over SAGA_MAX_ACTION_RESULT_BYTES. The body is streamed and
+    reading stops at the first chunk past the limit (closing the connection), so a 50 MB answer costs one chunk
+    beyond the limit in memory, never 50 MB; an over-limit body is returned as its first limit + 1 bytes."""
+    limit = result_limit.limit()
     with _shared_client().stream(method, url, headers=headers, content=content, timeout=timeout) as response:
         raw = bytearray()
         for chunk in response.iter_bytes():
             raw += chunk
-            if len(raw) > RESPONSE_READ_LIMIT:
-                return response.status_code, response.reason_phrase, bytes(raw[:RESPONSE_READ_LIMIT]), True
+            if len(raw) > limit:
+                return response.status_code, response.reason_phrase, bytes(raw[: limit + 1]), True
         return response.status_code, response.reason_phrase, bytes(raw), False
+
+
+def _too_large(method: str, url: str, status: int, raw: bytes, secrets: list[str]) -> ActionFailure:
+    text, _ = _text(raw, secrets, RECEIPT_BODY_LIMIT)
+    answered = f"{method} {url} answered {status}, but reading its body stopped at {result_limit.limit()} bytes"
+    return result_limit.too_large(answered, {"status_code": status, "body": text})
 
 
 def _success_result(status: int, raw: bytes, truncated: bool, secrets: list[str]) -> Any:

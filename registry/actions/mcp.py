@@ -19,7 +19,8 @@ Failures are honest about what may have happened: anything before the tools/call
 resolving secrets, rendering arguments, the capture read) is `uncertain=False`; a lost or unusable answer after it
 left is `uncertain=True` and retried only when the contract declares the forward call idempotent (a compensation is
 always retried: compensations must be safe to repeat). `isError: true` is a permanent failure unless the call sets
-`is_error_retryable`.
+`is_error_retryable`. A success answer over SAGA_MAX_ACTION_RESULT_BYTES is RESULT_TOO_LARGE, uncertain
+(registry.actions.result_limit); a capture answer over it stops the call before the forward tool is sent.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from mcp_types.jsonrpc import (
 from opentelemetry import propagate
 
 from audit.canonical import canonical_json, sha256_hex
+from registry.actions import result_limit
 from registry.actions.context import InvocationContext
 from registry.contracts import resolved_execution_policy
 from registry.errors import ActionFailure
@@ -65,8 +67,6 @@ IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
 # A whole invocation (connect, capture, call) within 30 s: long enough for a slow downstream tool, short enough
 # that a hung server releases the worker well before a typical lease runs out.
 DEFAULT_TIMEOUT_SECONDS = 30.0
-# Results above 1 MiB are not stored whole (they would bloat the step row and every read of it).
-RESULT_LIMIT_BYTES = 1024 * 1024
 # Text kept from an isError answer, an oversized result or a stdio server's stderr, in receipts and messages.
 TEXT_LIMIT = 2000
 # Pages of tools/list read at most; 100 pages is far beyond any real server and bounds a misbehaving cursor.
@@ -179,6 +179,7 @@ class _Progress:
 
     phase: str = "connect"  # connect -> capture -> call (-> done); list for tools/list
     captured: CallToolResult | None = None
+    captured_bytes: int = 0
     answer: CallToolResult | None = None
     tools: list[Tool] = field(default_factory=list)
     server: Implementation | None = None
@@ -193,8 +194,9 @@ async def _invoke(
             if capture is not None:
                 progress.phase = "capture"
                 progress.captured = await client.call_tool(capture.tool, capture.arguments, meta=capture.meta)
-                if progress.captured.is_error:
-                    return
+                progress.captured_bytes = _size(_raw_output(progress.captured))
+                if progress.captured.is_error or progress.captured_bytes > result_limit.limit():
+                    return  # _outcome refuses: the forward call is not made
             progress.phase = "call"
             progress.answer = await client.call_tool(call.tool, call.arguments, meta=call.meta)
             progress.phase = "done"
@@ -230,7 +232,7 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
                 raise failure from None
             # The answer arrived; only closing the connection failed, which changes nothing downstream.
             logger.warning("closing the MCP connection to %s failed after the answer: %r", conn.where, exc)
-    return {**_outcome(progress, conn, main.tool, capture, request), **kept}
+    return {**_outcome(progress, conn, main.tool, capture, request, compensation=compensation), **kept}
 
 
 def _kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
@@ -281,15 +283,25 @@ def _stderr_log() -> Iterator[TextIO]:
 
 
 def _outcome(
-    progress: _Progress, conn: Connection, tool: str, capture: _ToolCall | None, request: dict[str, Any]
+    progress: _Progress,
+    conn: Connection,
+    tool: str,
+    capture: _ToolCall | None,
+    request: dict[str, Any],
+    *,
+    compensation: bool,
 ) -> dict[str, Any]:
     pre_state: dict[str, Any] = {}
     if progress.captured is not None:
         if progress.captured.is_error:
             raise _capture_refused(progress.captured, conn, capture)
+        if progress.captured_bytes > result_limit.limit():
+            raise _capture_too_large(progress.captured_bytes, conn, capture)
         pre_state = _pre_state(progress.captured, conn)
     answer = progress.answer
     assert answer is not None  # _invoke either sets it, returns after a refused capture, or raises
+    if not answer.is_error and not compensation and (size := _size(_raw_output(answer))) > result_limit.limit():
+        raise _result_too_large(answer, size, conn, tool, pre_state)
     output = scrub(_tool_output(answer), conn.secrets)
     if answer.is_error:
         retryable = bool(request.get("is_error_retryable", False))
@@ -326,14 +338,44 @@ def _capture_refused(captured: CallToolResult, conn: Connection, capture: _ToolC
     )
 
 
-def _tool_output(result: CallToolResult) -> Any:
-    """structuredContent when the tool gave it, else its content blocks as JSON; capped at RESULT_LIMIT_BYTES."""
+def _capture_too_large(size: int, conn: Connection, capture: _ToolCall | None) -> ActionFailure:
+    name = capture.tool if capture else "?"
+    return ActionFailure(
+        result_limit.CODE,
+        f"The capture tool {name} on {conn.where} answered {size} bytes of JSON, more than the "
+        f"{result_limit.limit()} bytes a step keeps (SAGA_MAX_ACTION_RESULT_BYTES). The state before the call could "
+        "not be kept whole, so the forward call was NOT made (nothing changed). Capture less (a narrower capture "
+        "tool or arguments), or raise SAGA_MAX_ACTION_RESULT_BYTES.",
+        retryable=False,
+    )
+
+
+def _result_too_large(
+    answer: CallToolResult, size: int, conn: Connection, tool: str, pre_state: dict[str, Any]
+) -> ActionFailure:
+    # Redact before cutting: a cut through a secret would leave a prefix no longer matched.
+    head = _clip(scrub(json.dumps(_raw_output(answer), ensure_ascii=False), conn.secrets))
+    answered = f"Tool {tool} on {conn.where} reported success with {size} bytes of JSON"
+    return result_limit.too_large(answered, {"tool": tool, "bytes": size, "text": head, **pre_state})
+
+
+def _raw_output(result: CallToolResult) -> Any:
+    """structuredContent when the tool gave it, else its content blocks as JSON."""
     if result.structured_content is not None:
-        output: Any = result.structured_content
-    else:
-        output = [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
-    size = len(canonical_json(output))
-    if size <= RESULT_LIMIT_BYTES:
+        return result.structured_content
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+
+
+def _size(output: Any) -> int:
+    return len(canonical_json(output))
+
+
+def _tool_output(result: CallToolResult) -> Any:
+    """The tool's output (_raw_output), truncated past SAGA_MAX_ACTION_RESULT_BYTES: what an isError receipt or a
+    compensation's answer keeps (a forward result or a capture past the limit fails the call instead)."""
+    output = _raw_output(result)
+    size = _size(output)
+    if size <= result_limit.limit():
         return output
     return {"truncated": True, "bytes": size, "text": json.dumps(output, ensure_ascii=False)[:TEXT_LIMIT]}
 
