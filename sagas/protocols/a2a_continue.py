@@ -42,7 +42,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import A2A_OPERATIONS
 from sagas.protocols.a2a import JSON_MEDIA_TYPE, RESULT_ARTIFACT, parse_command, refusal_parts, run_command
 from sagas.protocols.a2a_gates import GATE_KEY, WAITING_APPROVAL, gate_message, gate_of, requester_of, task_gate
-from sagas.protocols.a2a_tasks import task_from_json
+from sagas.protocols.a2a_tasks import bound_history, task_from_json
 
 logger = logging.getLogger("sagas.protocols.a2a")
 
@@ -189,11 +189,13 @@ def _write(tenant_id: str, task: Task, from_state: int) -> bool:
 
 
 def _set_status(task: Task, state: Any, parts: list[Part], said: Message | None = None) -> None:
-    """A new status; the previous status message and the peer's message (if any) join the history, in order."""
+    """A new status; the previous status message and the peer's message (if any) join the history, in order, the
+    oldest dropping out past SAGA_A2A_MAX_TASK_HISTORY."""
     if task.status.HasField("message"):
         task.history.append(task.status.message)
     if said is not None:
         task.history.append(said)
+    bound_history(task)
     stamp = Timestamp()
     stamp.FromDatetime(timezone.now())
     status = TaskStatus(state=state, timestamp=stamp)

@@ -18,6 +18,7 @@ from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskSta
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InternalError, InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
+from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -59,6 +60,7 @@ class DjangoTaskStore(TaskStore):
 
 
 def _save(tenant_id: str, task: Task) -> None:
+    bound_history(task)
     fields = {
         "context_id": task.context_id,
         "state": TaskState.Name(task.status.state),
@@ -108,6 +110,15 @@ def _delete(tenant_id: str, task_id: str) -> None:
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------------
+
+
+def bound_history(task: Task) -> None:
+    """At most SAGA_A2A_MAX_TASK_HISTORY messages: history[0], the command the task was created from (a continuation
+    runs it again, and ListTasks reads its operation), and the newest others; the oldest after it are dropped.
+    Every continuation adds messages, so without this a peer repeating a refused approve would grow the row forever."""
+    excess = len(task.history) - settings.SAGA_A2A_MAX_TASK_HISTORY
+    if excess > 0:
+        del task.history[1 : 1 + excess]
 
 
 def task_from_json(data: dict[str, Any]) -> Task:
