@@ -90,8 +90,8 @@ bench: dev-venv $(VENV)/.bench-extra
 bench-quick: dev-venv $(VENV)/.bench-extra
 	$(BIN)/python bench/run.py --quick $(BENCH_ARGS)
 
-## chaos: the chaos suite (bench/chaos.py, docs/reliability.md): up to 5,000 sagas through 2 serve replicas and 3
-## prefork Celery workers for 37 minutes of faults (about 1,000 cycles), then the invariants; it drops and creates the
+## chaos: the chaos suite (bench/chaos.py, docs/reliability.md): up to 5,000 sagas through 2 serve replicas, 3
+## prefork Celery workers and the MCP proxy (in front of a recording MCP server) for 37 minutes of faults (about 1,000 cycles), then the invariants; it drops and creates the
 ## database chaos on local PostgreSQL and writes bench/results/chaos-<date>.json (CHAOS_ARGS="--sagas 200 --duration 120")
 chaos: dev-venv
 	$(BIN)/python bench/chaos.py --database-url postgresql://postgres@127.0.0.1:5432/chaos $(CHAOS_ARGS)

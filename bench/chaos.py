@@ -13,20 +13,24 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import logging
 import os
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import chaos_check, chaos_setup
-from bench.chaos_drive import TOKENS, Api, Driver, Load
-from bench.chaos_faults import KINDS, Injector
+from bench.chaos_downstream import PACK
+from bench.chaos_drive import TOKENS, Api, Driver, Load, ShapeDriver, planned_shapes
+from bench.chaos_faults import KINDS, PROXY_KINDS, Injector
 from bench.chaos_fleet import Fleet
+from bench.chaos_proxied import NO_SESSION, drive_proxied
 from bench.chaos_sink import Sink
 from bench.common import ROOT, machine
 
@@ -34,6 +38,11 @@ LEASE_SECONDS = 3
 SWEEP_SECONDS = 1.0
 NUDGE_RESEND_SECONDS = 10.0  # sagas.coordinator.recovery: a nudge lost with Redis's queue is re-sent after this
 DRAIN_SECONDS = 45.0  # work that was legitimately still queued when the faults stopped
+WATCH_SECONDS = 5.0
+# An attempt whose lease ran out is made visible (retried, failed as uncertain, fenced) by the next sweep: one
+# interval, plus what a pass takes on a loaded 2-core machine.
+OVERDUE_GRACE_SECONDS = SWEEP_SECONDS + 4.0
+DOWNSTREAM_RECORD = "downstream-calls.jsonl"  # every call the downstream MCP server received (bench/chaos_downstream)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -44,18 +53,25 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--database-url", default=os.environ.get("CHAOS_DATABASE_URL", ""), help="a chaos* database")
     parser.add_argument("--workers", type=int, default=3, help="prefork Celery workers (default 3, 2 children each)")
     parser.add_argument("--replicas", type=int, default=2, help="`semantic-saga serve` replicas (default 2)")
+    parser.add_argument("--proxies", type=int, default=1, help="proxy replicas (default 1; 0: no proxied sagas)")
     parser.add_argument("--clients", type=int, default=16, help="sagas driven at once (default 16)")
     parser.add_argument("--fault-interval", type=float, default=0.5, help="mean pause between faults (default 0.5 s)")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="fault kinds to inject (comma-separated)")
+    parser.add_argument("--kinds", default="", help="fault kinds to inject (comma-separated; default: all)")
     parser.add_argument("--out", default="", help="JSON output (default bench/results/chaos-<date>.json)")
     args = parser.parse_args(argv)
     if not args.database_url:
         parser.error(
             "--database-url is required (or CHAOS_DATABASE_URL), e.g. postgresql://postgres@127.0.0.1:5432/chaos"
         )
+    if not args.kinds:
+        args.kinds = ",".join(k for k in KINDS if args.proxies or k not in PROXY_KINDS)
     unknown = set(args.kinds.split(",")) - set(KINDS)
     if unknown:
         parser.error(f"unknown fault kinds {sorted(unknown)}; choose from {', '.join(KINDS)}")
+    if not args.proxies and set(args.kinds.split(",")) & set(PROXY_KINDS):
+        parser.error(f"{', '.join(PROXY_KINDS)} needs a proxy: give --proxies 1 or leave it out of --kinds")
+    if args.proxies < 0:
+        parser.error("--proxies must be 0 or more")
     return args
 
 
@@ -75,8 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         broker = fleet.start_redis()
         chaos_setup.setup_django(args.database_url, broker, str(work), LEASE_SECONDS)
-        policies = chaos_setup.register_actions(sink.url)
-        result = run(args, fleet, sink, broker, policies, work, started)
+        chaos_setup.register_actions(sink.url)
+        result = run(args, fleet, sink, broker, work, started)
     finally:
         fleet.stop_all()
         sink.stop()
@@ -89,31 +105,21 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if result["violations"] else 0
 
 
-def run(
-    args: argparse.Namespace, fleet: Fleet, sink: Sink, broker: str, policies: dict[str, Any], work: Path, t0: float
-) -> dict[str, Any]:
+def run(args: argparse.Namespace, fleet: Fleet, sink: Sink, broker: str, work: Path, t0: float) -> dict[str, Any]:
     from sagas.sweeper import EmbeddedSweeper
 
-    tokens = work / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": TOKENS}))
-    for i in range(args.workers):
-        fleet.add_worker(i, broker, concurrency=2)
-    for i in range(args.replicas):
-        fleet.add_server(i, broker, tokens)
-    for member in fleet.workers:
-        fleet.wait_worker(member)
-    for member in fleet.servers:
-        fleet.wait_server(member)
-    progress(t0, f"{args.workers} workers, {args.replicas} replicas, redis {broker}, sink {sink.url}")
-    sweeper = EmbeddedSweeper(interval=SWEEP_SECONDS).start()  # the pass Celery beat runs, on the same schedule
     load = Load()
+    api = Api(fleet, load)
+    shapes = start_fleet(args, fleet, broker, work, api)
+    progress(t0, f"{args.workers} workers, {args.replicas} replicas, {args.proxies} proxies, redis {broker}")
+    sweeper = EmbeddedSweeper(interval=SWEEP_SECONDS).start()  # the pass Celery beat runs, on the same schedule
     stop_at = time.monotonic() + args.duration
     bound = LEASE_SECONDS + SWEEP_SECONDS + NUDGE_RESEND_SECONDS + DRAIN_SECONDS
-    driver = Driver(Api(fleet, load), args.sagas, args.clients, stop_at, stop_at + bound).start()
+    driver = Driver(api, shapes, args.sagas, args.clients, stop_at, stop_at + bound).start()
     injector = Injector(
         fleet, sink, args.database_url, args.seed, args.fault_interval, LEASE_SECONDS, args.kinds.split(",")
     ).start()
-    continuous = watch(driver, injector, load, stop_at, t0, args.sagas)
+    continuous = watch(injector, load, stop_at, t0, args.sagas)
     injector.stop()
     faults_end = time.monotonic()
     progress(t0, f"faults stopped ({sum(injector.faults.counts.values())} injected); waiting for quiescence")
@@ -122,35 +128,86 @@ def run(
     # From the moment the last fault was injected (a frozen worker's includes its freeze and its quiet period).
     last = injector.faults.timeline[-1][0] if injector.faults.timeline else time.time()
     quiet = None if quiet_at is None else max(0.0, quiet_at - last)
-    return report(load, injector, sink, policies, continuous, quiet, bound)
+    calls = _downstream_calls(work / DOWNSTREAM_RECORD)
+    return report(load, injector, sink, calls, continuous, quiet, bound)
 
 
-def watch(driver: Driver, injector: Injector, load: Load, stop_at: float, t0: float, total: int) -> list[str]:
-    """Progress every few seconds, and the cheap invariant (no step COMPLETED twice) checked as we go."""
+def _downstream_calls(record: Path) -> list[dict[str, Any]]:
+    if not record.exists():
+        return []
+    return [json.loads(line) for line in record.read_text().splitlines() if line.strip()]
+
+
+def start_fleet(args: argparse.Namespace, fleet: Fleet, broker: str, work: Path, api: Api) -> dict[str, ShapeDriver]:
+    """Workers, REST replicas and (with --proxies) the downstream MCP server and the proxy replicas in front of it,
+    each waited for; returns how each saga shape is driven."""
+    tokens = work / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": TOKENS}))
+    for i in range(args.workers):
+        fleet.add_worker(i, broker, concurrency=2)
+    for i in range(args.replicas):
+        fleet.add_server(i, broker, tokens)
+    shapes = planned_shapes(api)
+    if args.proxies:
+        downstream = fleet.start_downstream(work / DOWNSTREAM_RECORD)
+        (work / "chaos_pack.json").write_text(json.dumps(PACK))
+        config = work / "proxy.json"
+        config.write_text(json.dumps({"servers": {"world": {"url": downstream}}, "packs": ["chaos_pack.json"]}))
+        for i in range(args.proxies):
+            fleet.add_server(i, broker, tokens, proxy_config=config)
+        shapes["proxied"] = lambda index, deadline: drive_proxied(api, fleet, index, deadline)
+    for member in fleet.workers:
+        fleet.wait_worker(member)
+    for member in [*fleet.servers, *fleet.proxies]:
+        fleet.wait_server(member)
+    return shapes
+
+
+@dataclass
+class Continuous:
+    """What the harness checks while faults are injected: no step COMPLETED twice, and every expired lease made
+    visible by the sweep within OVERDUE_GRACE_SECONDS (the longest wait seen is reported)."""
+
+    twice: list[str] = field(default_factory=list)
+    overdue: list[str] = field(default_factory=list)
+    longest_overdue: float = 0.0
+
+    def check(self) -> None:
+        self.twice.extend(v for v in chaos_check.duplicates_now() if v not in self.twice)
+        longest, late = chaos_check.overdue_leases(OVERDUE_GRACE_SECONDS)
+        self.longest_overdue = max(self.longest_overdue, longest)
+        seen = {line.split(" still ")[0] for line in self.overdue}
+        self.overdue.extend(v for v in late if v.split(" still ")[0] not in seen)
+
+
+def watch(injector: Injector, load: Load, stop_at: float, t0: float, total: int) -> Continuous:
+    """Progress every few seconds, with the cheap invariants checked as we go."""
     from django.db import connections
 
-    seen: list[str] = []
+    continuous = Continuous()
     while time.monotonic() < stop_at and not (len(load.runs) >= total):
-        time.sleep(5)
+        time.sleep(WATCH_SECONDS)
         try:
-            seen.extend(v for v in chaos_check.duplicates_now() if v not in seen)
+            continuous.check()
         except Exception as exc:  # the database is being faulted too; the final check is authoritative
             progress(t0, f"continuous check skipped: {type(exc).__name__}")
         finally:
             connections.close_all()
         counts = injector.faults.counts
-        progress(t0, f"sagas done {len(load.runs)}/{total}, faults {sum(counts.values())}, violations {len(seen)}")
-    return seen
+        found = len(continuous.twice) + len(continuous.overdue)
+        progress(t0, f"sagas done {len(load.runs)}/{total}, faults {sum(counts.values())}, violations {found}")
+    return continuous
 
 
 def quiescence(driver: Driver, deadline: float) -> float | None:
     """When (wall clock) every driven saga was terminal and nothing was in flight; None: not before the deadline."""
-    from sagas.models import Node, Saga
+    from sagas.models import Node, Saga, Step
 
     begun = time.monotonic()
     finished = driver.join(timeout=max(0.0, deadline - begun))
     while finished and time.monotonic() < deadline:
         busy = Node.objects.filter(status__in=["READY", "EXECUTING"]).exists()
+        busy = busy or Step.objects.filter(status="EXECUTING").exists()
         busy = busy or Saga.objects.filter(status__in=["FAILED", "ROLLING_BACK"]).exists()
         if not busy:
             return time.time()
@@ -162,8 +219,8 @@ def report(
     load: Load,
     injector: Injector,
     sink: Sink,
-    policies: dict[str, Any],
-    continuous: list[str],
+    calls: list[dict[str, Any]],
+    continuous: Continuous,
     quiet: float | None,
     bound: float,
 ) -> dict[str, Any]:
@@ -173,17 +230,19 @@ def report(
     fenced, audited, unconfirmed = chaos_check.fenced_writes(injector.faults.pauses)
     chains, chain_violations = chaos_check.audit_chains()
     violations: dict[str, list[str]] = {
-        "step completed twice (continuous)": continuous,
+        "step completed twice (continuous)": continuous.twice,
+        f"expired lease not made visible within {OVERDUE_GRACE_SECONDS:.0f}s (continuous)": continuous.overdue,
         "step completed twice": chaos_check.duplicates_now(),
         "not terminal / stuck": chaos_check.settled(),
-        "sink effects": chaos_check.sink_record(deliveries, policies),
+        "sink effects": chaos_check.effects(chaos_check.sink_arrivals(deliveries), proxied=False),
+        "downstream MCP calls": chaos_check.effects(chaos_check.downstream_arrivals(calls), proxied=True),
         "late write of a fenced-off attempt applied": chaos_check.late_writes(),
         "audit chain": chain_violations,
         "quiescence": [] if quiet is not None else [f"not quiescent within {bound:.0f}s of the last fault"],
         "client gave up": [f"{r.shape} saga {r.saga_id or '?'}: {r.error}" for r in load.runs if r.error],
     }
     statuses: dict[str, int] = {}
-    for saga in Saga.objects.filter(nodes__isnull=False).distinct().only("status"):
+    for saga in chaos_check.worked_on().only("status"):
         status = saga.status
         statuses[status] = statuses.get(status, 0) + 1
     return {
@@ -191,14 +250,16 @@ def report(
         "machine": machine(),
         "sagas_run": len(load.runs),
         "by_shape": {s: sum(1 for r in load.runs if r.shape == s) for s in sorted({r.shape for r in load.runs})},
+        "proxied_sessions_never_opened": sum(1 for r in load.runs if r.status == NO_SESSION),
         "final_status": statuses,
-        "empty_sagas_from_repeated_begins": Saga.objects.filter(nodes__isnull=True).count(),
+        "empty_sagas": Saga.objects.filter(nodes__isnull=True, steps__isnull=True).count(),
         "approvals": sum(r.approvals for r in load.runs),
         "requests_retried": load.retried_requests,
         "faults": dict(sorted(injector.faults.counts.items())),
         "fault_cycles": sum(injector.faults.counts.values()),
         "fault_errors": injector.faults.errors[:50],
         "sink_deliveries": len(deliveries),
+        "downstream_calls": len(calls),
         "conflicting_bodies": {
             k: [b.decode(errors="replace") for b in v] for k, v in sink.bodies.items() if len(v) > 1
         },
@@ -207,6 +268,7 @@ def report(
         "fenced_unconfirmed": unconfirmed,
         "fault_timeline": injector.faults.timeline,
         "audit_chains_verified": chains,
+        "longest_expired_lease_wait_seconds": round(continuous.longest_overdue, 2),
         "quiescence_seconds": quiet,
         "quiescence_bound_seconds": bound,
         "violation_count": sum(len(v) for v in violations.values()),
@@ -226,10 +288,12 @@ def table(result: dict[str, Any]) -> str:
         ("final states", ", ".join(f"{k} {v}" for k, v in sorted(result["final_status"].items()))),
         ("fault cycles", str(result["fault_cycles"])),
         *((f"  {kind}", str(n)) for kind, n in result["faults"].items()),
+        ("sink requests / downstream MCP calls", f"{result['sink_deliveries']} / {result['downstream_calls']}"),
         ("frozen workers' attempts fenced off", str(result["fenced_attempts"])),
         ("  late write refused + audited", str(result["fenced_refusals_audited"])),
         ("  never written (worker lost first)", str(len(result["fenced_unconfirmed"]))),
         ("audit chains verified", str(result["audit_chains_verified"])),
+        ("longest wait of an expired lease for the sweep", f"{result['longest_expired_lease_wait_seconds']:.1f} s"),
         ("time to quiescence after last fault", "never" if quiet is None else f"{quiet:.1f} s"),
         ("invariant violations", f"{count} {verdict}"),
     ]
@@ -242,4 +306,6 @@ def table(result: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     threading.current_thread().name = "chaos"
+    # A proxied client whose proxy was killed cannot end its session politely; the SDK says so on every one.
+    logging.getLogger("mcp.client.streamable_http").setLevel(logging.ERROR)
     sys.exit(main())

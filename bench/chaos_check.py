@@ -7,11 +7,13 @@ what to look at. `duplicates_now` is the cheap one the harness also runs while f
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from bench.chaos_faults import Pause
 from bench.chaos_sink import Delivery
 
+PROXIED = "proxy."  # the action id of a proxied call's step: proxy.<server>.<tool>
 TERMINAL = {"COMMITTED", "ROLLED_BACK", "ROLLBACK_FAILED", "RECOVERY_REQUIRED"}
 AFTER_COMPLETION = {"COMPLETED", "COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED"}
 
@@ -35,71 +37,145 @@ def duplicates_now() -> list[str]:
     return out
 
 
+OVERDUE_SQL = """
+    SELECT 'node', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at) FROM sagas_node
+     WHERE status = 'EXECUTING' AND lease_expires_at < now()
+    UNION ALL
+    SELECT 'step', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at) FROM sagas_step
+     WHERE status = 'EXECUTING' AND node_id IS NULL AND lease_expires_at < now()
+"""
+
+
+def overdue_leases(grace: float) -> tuple[float, list[str]]:
+    """Attempts still EXECUTING after their lease ran out, which the recovery sweep has not yet made visible
+    (retried, failed as uncertain, fenced off): the longest such wait seen now (database clock), and one line
+    per attempt waiting longer than `grace` (one sweep interval and a pass's own time on a loaded machine)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(OVERDUE_SQL)
+        rows = cursor.fetchall()
+    longest = max((float(r[3]) for r in rows), default=0.0)
+    late = [
+        f"{kind} {item} of saga {saga} still EXECUTING {float(waited):.1f}s after its lease ran out"
+        for kind, item, saga, waited in rows
+        if float(waited) > grace
+    ]
+    return longest, late
+
+
+def worked_on() -> Any:
+    """Sagas with work in them: a planned node, or a proxied call's step (a proxy session without a call, like
+    a saga left empty by a repeated begin, holds nothing to settle)."""
+    from django.db.models import Q
+
+    from sagas.models import Saga
+
+    return Saga.objects.filter(Q(nodes__isnull=False) | Q(steps__isnull=False)).distinct()
+
+
 def settled() -> list[str]:
     """Every saga with work planned is terminal, RECOVERY_REQUIRED shows why, and nothing is left in flight."""
     from django.utils import timezone
 
-    from sagas.models import Node, Saga
+    from sagas.models import Node, Step
 
     out: list[str] = []
-    for saga in Saga.objects.filter(nodes__isnull=False).distinct().prefetch_related("nodes"):
-        nodes = list(saga.nodes.all())
-        states = ",".join(sorted(f"{n.key}={n.status}" for n in nodes))
+    for saga in worked_on().prefetch_related("nodes", "steps"):
+        nodes = [*saga.nodes.all(), *(s for s in saga.steps.all() if s.node_id is None)]  # a proxied call: a step
+        states = ",".join(sorted(f"{getattr(n, 'key', n.id)}={n.status}" for n in nodes))
         if saga.status not in TERMINAL:
             out.append(f"saga {saga.id} is {saga.status}, not terminal [{states}]")
         elif saga.status == "RECOVERY_REQUIRED" and not any(n.uncertain_outcome or n.error for n in nodes):
-            out.append(f"saga {saga.id} is RECOVERY_REQUIRED but no node says why [{states}]")
+            out.append(f"saga {saga.id} is RECOVERY_REQUIRED but nothing in it says why [{states}]")
     now = timezone.now()
     for node in Node.objects.filter(status="EXECUTING", lease_expires_at__lt=now):
         out.append(f"node {node.id} of saga {node.saga_id} EXECUTING past its lease ({node.lease_expires_at})")
+    for step in Step.objects.filter(status="EXECUTING", node__isnull=True, lease_expires_at__lt=now):
+        out.append(f"step {step.id} of saga {step.saga_id} ({step.action}) EXECUTING past its lease")
     for node in Node.objects.filter(status="READY", saga__status="ACTIVE"):
         out.append(f"node {node.id} of saga {node.saga_id} READY with nobody to run it")
     return out
 
 
-def sink_record(deliveries: list[Delivery], policies: dict[str, dict[str, Any]]) -> list[str]:
-    """Each key has one effect (one body); forward keys within the attempts allowed; rollback keys within the
-    compensation attempts of each rollback run; every answered effect is COMPLETED (or compensated) or uncertain;
-    no step is COMPLETED without an effect at the sink."""
-    from audit.models import AuditEvent
+@dataclass(frozen=True)
+class Arrival:
+    """One request that reached the world (the sink or the downstream MCP server), as the world recorded it."""
+
+    key: str  # the idempotency key it carried: a step id, or `<step id>:rollback`
+    request: str  # what it asked for (one per key: two would be two different effects); "" if it never arrived whole
+    succeeded: bool  # the world answered success (the answer may still have been lost on its way back)
+    where: str  # the path or tool, for the messages
+
+
+def sink_arrivals(deliveries: list[Delivery]) -> list[Arrival]:
+    return [
+        Arrival(d.key, d.digest if d.fault != "incomplete" else "", d.answered and d.status == 200, d.path)
+        for d in deliveries
+    ]
+
+
+def downstream_arrivals(calls: list[dict[str, Any]]) -> list[Arrival]:
+    """The downstream answers every call it records with success (bench/chaos_downstream.py)."""
+    return [Arrival(str(c["key"]), repr(sorted(c["args"].items())), True, str(c["tool"])) for c in calls]
+
+
+def effects(arrivals: list[Arrival], proxied: bool) -> list[str]:
+    """The world's record against the journal, for the REST-driven steps (the sink) or the proxied calls (the
+    downstream MCP server): each key carried one request; a forward key arrived at most `forward.max_attempts`
+    times of the step's pinned snapshot (1 for a proxied call: never re-sent), a rollback key at most
+    `compensation.max_attempts` per rollback run; every success the world answered is COMPLETED, compensating,
+    compensated or visibly uncertain (never lost, never journaled as not sent); every COMPLETED step arrived."""
     from sagas.models import Step
 
+    world = "the downstream" if proxied else "the sink"
     out: list[str] = []
-    by_key: dict[str, list[Delivery]] = defaultdict(list)
-    for delivery in deliveries:
-        by_key[delivery.key].append(delivery)
-    steps = {str(s.id): s for s in Step.objects.all()}
-    runs = Counter(
-        str(e["saga_id"])
-        for e in AuditEvent.objects.filter(event_type__in=["ROLLBACK_STARTED", "ROLLBACK_RESUMED"]).values("saga_id")
-    )
+    by_key: dict[str, list[Arrival]] = defaultdict(list)
+    for arrival in arrivals:
+        by_key[arrival.key].append(arrival)
+    chosen = Step.objects.filter(action__startswith=PROXIED)
+    steps = {str(s.id): s for s in (chosen if proxied else Step.objects.exclude(action__startswith=PROXIED))}
+    runs = rollback_runs()
     for key, seen in by_key.items():
         if not key:
-            out.append(f"{len(seen)} request(s) to {seen[0].path} without an Idempotency-Key")
+            out.append(f"{len(seen)} request(s) to {seen[0].where} reached {world} without an idempotency key")
             continue
-        digests = {d.digest for d in seen if d.fault != "incomplete"}
-        if len(digests) > 1:
-            out.append(f"key {key} carried {len(digests)} different requests (two effects)")
+        if len({a.request for a in seen if a.request}) > 1:
+            out.append(f"key {key} carried different requests to {world} (two effects)")
         step_id, _, suffix = key.partition(":")
         step = steps.get(step_id)
         if step is None:
-            out.append(f"key {key} reached the sink but no step {step_id} exists")
+            out.append(f"key {key} reached {world} but no such step {step_id} exists")
             continue
-        policy = policies[step.action]
+        forward, compensation = _attempts(step.action_definition)
         if suffix == "rollback":
-            allowed = int(policy["compensation"]) * max(1, runs[str(step.saga_id)])
+            allowed = compensation * max(1, runs[str(step.saga_id)])
             if len(seen) > allowed:
-                out.append(f"rollback key {key} delivered {len(seen)} times, at most {allowed} allowed")
+                out.append(f"rollback key {key} reached {world} {len(seen)} times, at most {allowed} allowed")
             continue
-        if len(seen) > int(policy["forward"]):
-            out.append(f"key {key} ({step.action}) delivered {len(seen)} times, max_attempts {policy['forward']}")
-        answered = any(d.answered and d.status == 200 for d in seen)
-        if answered and step.status not in AFTER_COMPLETION and not step.uncertain_outcome:
-            out.append(f"step {key} of saga {step.saga_id} got its answer but is {step.status} (a lost completion)")
+        if len(seen) > forward:
+            out.append(f"key {key} ({step.action}) reached {world} {len(seen)} times, max_attempts {forward}")
+        if any(a.succeeded for a in seen) and step.status not in AFTER_COMPLETION and not step.uncertain_outcome:
+            code = (step.error or {}).get("code", "")
+            out.append(f"step {key} of saga {step.saga_id} succeeded at {world} but is {step.status} {code}".rstrip())
     for step_id, step in steps.items():
         if step.status in AFTER_COMPLETION and step_id not in by_key:
-            out.append(f"step {step_id} of saga {step.saga_id} is {step.status} but never reached the sink")
+            out.append(f"step {step_id} of saga {step.saga_id} is {step.status} but never reached {world}")
     return out
+
+
+def _attempts(snapshot: dict[str, Any] | None) -> tuple[int, int]:
+    policy = (snapshot or {}).get("execution_policy", {})
+    forward = int(policy.get("forward", {}).get("max_attempts", 1))
+    return forward, int(policy.get("compensation", {}).get("max_attempts", 1))
+
+
+def rollback_runs() -> Counter[str]:
+    """Rollback runs per saga (each may call a compensation up to its max_attempts)."""
+    from audit.models import AuditEvent
+
+    events = AuditEvent.objects.filter(event_type__in=["ROLLBACK_STARTED", "ROLLBACK_RESUMED"])
+    return Counter(str(e["saga_id"]) for e in events.values("saga_id"))
 
 
 OUTCOMES = {"STEP_COMPLETED", "STEP_FAILED", "STEP_ATTEMPT_FAILED", "STEP_RETRY_SCHEDULED"}

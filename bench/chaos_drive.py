@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,11 +134,33 @@ def _operate(api: Api, base: str, nodes: list[dict[str, Any]], run: SagaRun) -> 
             api.call("POST", f"{base}/commit/", {})
 
 
+# How one saga of a shape is driven: (the run's index, the time to give up) -> what happened.
+ShapeDriver = Callable[[int, float], SagaRun]
+
+
+def planned_shapes(api: Api) -> dict[str, ShapeDriver]:
+    """The REST-driven shapes of SHAPES."""
+
+    def driver(shape: str) -> ShapeDriver:
+        return lambda index, deadline: drive(api, shape, deadline)
+
+    return {shape: driver(shape) for shape in SHAPES}
+
+
 class Driver:
     """`concurrency` threads start sagas round-robin over the shapes until `total` or the stop time."""
 
-    def __init__(self, api: Api, total: int, concurrency: int, stop_at: float, give_up_at: float) -> None:
+    def __init__(
+        self,
+        api: Api,
+        shapes: dict[str, ShapeDriver],
+        total: int,
+        concurrency: int,
+        stop_at: float,
+        give_up_at: float,
+    ) -> None:
         self.api = api
+        self.shapes = shapes
         self.total = total
         self.concurrency = concurrency
         self.stop_at = stop_at
@@ -151,12 +174,12 @@ class Driver:
         return self
 
     def _loop(self) -> None:
-        names = list(SHAPES)
+        names = list(self.shapes)
         while time.monotonic() < self.stop_at:
             index = next(self._next)
             if index >= self.total:
                 return
-            run = drive(self.api, names[index % len(names)], self.give_up_at)
+            run = self.shapes[names[index % len(names)]](index, self.give_up_at)
             with self.api.load.lock:
                 self.api.load.runs.append(run)
 

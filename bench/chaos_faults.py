@@ -1,9 +1,9 @@
 """The chaos suite's fault injector: one thread, one fault at a time, chosen by a seeded random generator.
 
 Kinds: SIGKILL a prefork pool child (its parent forks a new one), SIGKILL a whole worker (parent and children)
-and start it again, SIGKILL a `serve` replica and start it again, terminate the product's PostgreSQL backends,
-restart the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then SIGCONT it,
-and make the sink delay or drop its next answers after it applied their effect.
+and start it again, SIGKILL a `serve` replica or the proxy and start it again, terminate the product's PostgreSQL
+backends, restart the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then
+SIGCONT it, and make the sink delay or drop its next answers after it applied their effect.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ KINDS = (
     "worker_child_sigkill",
     "worker_sigkill",
     "serve_sigkill",
+    "proxy_sigkill",
     "pg_terminate_backend",
     "redis_restart",
     "worker_sigstop",
     "sink_delay_after_apply",
     "sink_drop_after_apply",
 )
+PROXY_KINDS = ("proxy_sigkill",)  # only with a proxy replica (bench/chaos.py --proxies)
 ACTION_TIMEOUT_SECONDS = 2  # the chaos actions' timeout_seconds (bench/chaos.py)
 
 
@@ -107,6 +109,10 @@ class Injector:
 
     def serve_sigkill(self) -> None:
         self.fleet.restart_server(self.random.choice(self.fleet.servers))
+
+    def proxy_sigkill(self) -> None:
+        """Kill the proxy, often while a call is out (the downstream holds each answer back a little)."""
+        self.fleet.restart_proxy(self.random.choice(self.fleet.proxies))
 
     def pg_terminate_backend(self) -> None:
         with psycopg.connect(self.pg_url, autocommit=True, application_name="chaos-injector") as conn:

@@ -1,4 +1,5 @@
-"""The chaos suite's processes: a private Redis, prefork Celery workers and `semantic-saga serve` replicas.
+"""The chaos suite's processes: a private Redis, prefork Celery workers, `semantic-saga serve` replicas, the proxy
+(a `serve` replica with SAGA_PROXY_CONFIG, clients reach it at /proxy/mcp) and the downstream MCP server behind it.
 
 Each member keeps its slot (name, port) across restarts, so a fault can kill it and the fleet can bring the same
 member back. Every wait is bounded; every child runs in its own process group (bench.common.Child).
@@ -78,6 +79,8 @@ class Fleet:
         self.redis: Member | None = None
         self.workers: list[Member] = []
         self.servers: list[Member] = []
+        self.proxies: list[Member] = []
+        self.downstream: Member | None = None
 
     # --- redis ------------------------------------------------------------------------------------------------
 
@@ -131,7 +134,8 @@ class Fleet:
 
     # --- serve replicas -------------------------------------------------------------------------------------------
 
-    def add_server(self, index: int, broker_url: str, tokens: Path) -> Member:
+    def add_server(self, index: int, broker_url: str, tokens: Path, proxy_config: Path | None = None) -> Member:
+        """A `serve` replica; with `proxy_config`, a proxy replica (kept in `proxies`, not among the REST ones)."""
         port = free_port()
         env = {
             **self.base_env,
@@ -142,9 +146,12 @@ class Fleet:
             "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
         }
         env["DATABASE_URL"] = _named(env["DATABASE_URL"], "chaos-serve")
+        if proxy_config is not None:
+            env["SAGA_PROXY_CONFIG"] = str(proxy_config)
         command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
-        member = Member(f"serve-{index}", command, env, self.log_dir, port).start()
-        self.servers.append(member)
+        name = f"{'proxy' if proxy_config else 'serve'}-{index}"
+        member = Member(name, command, env, self.log_dir, port).start()
+        (self.proxies if proxy_config else self.servers).append(member)
         return member
 
     def wait_server(self, member: Member) -> None:
@@ -159,11 +166,27 @@ class Fleet:
         if not any(_healthy(other.port) for other in self.servers if other is not member):
             self.wait_server(member)
 
+    def restart_proxy(self, member: Member) -> None:
+        """Kill and start again without waiting: a proxied client retries until the proxy answers again."""
+        member.kill()
+        member.restarts += 1
+        member.start()
+
     def live_servers(self) -> list[Member]:
         return [m for m in self.servers if m.alive()]
 
+    # --- the downstream MCP server (never faulted: it is the world the proxied calls act on) ------------------
+
+    def start_downstream(self, record: Path) -> str:
+        port = free_port()
+        command = [sys.executable, "-m", "bench.chaos_downstream", "--port", str(port), "--record", str(record)]
+        self.downstream = Member("downstream", command, self.base_env, self.log_dir, port).start()
+        poll(lambda: port_open(port), READY_SECONDS, f"the downstream MCP server on port {port}", interval=0.05)
+        return f"http://127.0.0.1:{port}/mcp"
+
     def stop_all(self) -> None:
-        for member in [*self.servers, *self.workers, *([self.redis] if self.redis else [])]:
+        members = [*self.proxies, *self.servers, *self.workers, *([self.redis] if self.redis else [])]
+        for member in [*members, *([self.downstream] if self.downstream else [])]:
             with contextlib.suppress(Exception):
                 member.stop()
 

@@ -1,5 +1,6 @@
 """The chaos suite (bench/chaos.py) in its short form: real `serve` replicas, prefork Celery workers, a private
-Redis and a recording sink, with every fault kind injected, and zero invariant violations (docs/reliability.md).
+Redis, a recording sink, and the proxy in front of a recording downstream MCP server, with every fault kind
+injected, and zero invariant violations (docs/reliability.md).
 
 It needs PostgreSQL (processes share one database with row locks): it runs in the PostgreSQL pass and is skipped,
 with that reason, in the SQLite pass. The suite makes its own database next to the test database and drops it.
@@ -58,11 +59,14 @@ def test_short_chaos_run_injects_every_fault_kind_and_finds_no_violation(tmp_pat
     result = json.loads(out.read_text())
     assert result["violation_count"] == 0 and result["violations"] == {}
     assert len(result["faults"]) >= 6, result["faults"]
-    assert result["sagas_run"] >= 60 and set(result["by_shape"]) >= {"linear", "fan_out", "approval", "compensating"}
+    shapes = {"linear", "fan_out", "approval", "compensating", "not_idempotent", "proxied"}
+    assert result["sagas_run"] >= 60 and set(result["by_shape"]) == shapes
+    assert result["downstream_calls"] > 0  # the proxied sessions reached the downstream MCP server through the proxy
     # The one fault that may find nothing to hit: a pool child of a worker that is still starting after a restart.
     not_injected = [e for e in result["fault_errors"] if not e.startswith("worker_child_sigkill: RuntimeError")]
     assert result["fault_cycles"] >= 10 and not_injected == [], not_injected
-    assert result["audit_chains_verified"] >= result["sagas_run"] and result["quiescence_seconds"] is not None
+    opened = result["sagas_run"] - result["proxied_sessions_never_opened"]  # no saga: the proxy died first
+    assert result["audit_chains_verified"] >= opened and result["quiescence_seconds"] is not None
     assert "invariant violations" in run.stdout and "\033[" not in run.stdout  # one table, no colour off a TTY
 
 
