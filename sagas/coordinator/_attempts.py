@@ -16,7 +16,8 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NamedTuple
 
 from django.utils import timezone
 
@@ -27,6 +28,7 @@ from registry.actions import InvocationContext
 from registry.contracts import backoff_seconds
 from sagas import executor
 from sagas.coordinator import _actions, _graph, nudges
+from sagas.coordinator._record_retry import Tried, retry_on_lost_connection
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.leases import LeaseRef, heartbeat, seconds_from_now
 from sagas.models import Node, Step
@@ -119,36 +121,95 @@ def perform(claim: Claim) -> executor.Outcome:
 # --- phase 3: record ----------------------------------------------------------------------------------------------
 
 
+class Recording(NamedTuple):
+    """One outcome to record: its claim, what follows in the same commit, and what undoes the follow-up's effects
+    outside the database if that commit does not happen (the threads it reserved: fan_out.LocalClaims.release)."""
+
+    claim: Claim
+    outcome: executor.Outcome
+    follow_up: FollowUp | None = None
+    rolled_back: Callable[[], None] | None = None
+
+
+Answer = tuple[str, "Claim | None"]
+
+
 def record_outcome(
-    claim: Claim, outcome: executor.Outcome, follow_up: FollowUp | None = None
-) -> tuple[str, Claim | None]:
+    claim: Claim,
+    outcome: executor.Outcome,
+    follow_up: FollowUp | None = None,
+    rolled_back: Callable[[], None] | None = None,
+) -> Answer:
     """Record the outcome if the claim still owns its lease; `follow_up` then runs in the same commit (a node's
     next claim). Returns the verdict ('completed', 'retry', 'failed' or 'stale') and the follow-up's claim."""
-    return record_outcomes([(claim, outcome, follow_up)])[0]
+    return record_outcomes([Recording(claim, outcome, follow_up, rolled_back)])[0]
 
 
-def record_outcomes(
-    attempts: list[tuple[Claim, executor.Outcome, FollowUp | None]],
-) -> list[tuple[str, Claim | None]]:
+def record_outcomes(attempts: list[Recording]) -> list[Answer]:
     """`record_outcome` for several attempts of one saga in one commit (sagas.coordinator._record_groups): every
-    outcome is recorded first, then each follow-up runs, in order, on what they all left."""
-    checked = [(claim, _checked_outcome(claim, outcome), follow_up) for claim, outcome, follow_up in attempts]
-    first = checked[0][0]
+    outcome is recorded first, then each follow-up runs, in order, on what they all left.
+
+    A transaction cut off by a lost database connection is recorded again with the same claims and outcomes
+    (sagas.coordinator._record_retry); one whose COMMIT had gone through is found recorded and not written twice."""
+    checked = [r._replace(outcome=_checked_outcome(r.claim, r.outcome)) for r in attempts]
+    first = checked[0].claim
+    what = f"the outcome of step {first.step_id} of saga {first.saga_id}" + (
+        f" (with {len(checked) - 1} more in the same commit)" if len(checked) > 1 else ""
+    )
+    tried: Tried[list[Answer]] = Tried()
+    return retry_on_lost_connection(partial(_record_once, checked, tried), what=what)
+
+
+def _record_once(checked: list[Recording], tried: Tried[list[Answer]], retry: int) -> list[Answer]:
+    first = checked[0].claim
     # Each node attempt's fence is checked against its node and step as read under the lock, in the lock's round trip.
-    fences = [statements.select_two_query(Node, c.node_id, Step, c.step_id) for c, _, _ in checked if c.node_id]
+    fences = [
+        statements.select_two_query(Node, r.claim.node_id, Step, r.claim.step_id) for r in checked if r.claim.node_id
+    ]
     with locked_saga(first.saga_id, first.actor, also=fences) as tx:
         read = iter(tx.also_rows)
+        pairs = [
+            _held(r.claim, next(read)) if r.claim.node_id else (None, Step.objects.get(pk=r.claim.step_id))
+            for r in checked
+        ]
+        before = [_recorded_before(r, node, step) for r, (node, step) in zip(checked, pairs, strict=True)]
+        if tried.answers is not None and any(before):
+            return tried.committed_already(what=f"the outcome of step {first.step_id} of saga {first.saga_id}")
+        if retry:
+            _undo_follow_ups(checked)  # the try before rolled back: the claims its follow-ups made never existed
+        tried.forget()
         verdicts = []
-        for claim, outcome, _ in checked:
-            tx.actor = claim.actor
-            held = _held(claim, next(read)) if claim.node_id else None
-            verdicts.append(_record_one(tx, claim, outcome, held))
-        answers: list[tuple[str, Claim | None]] = []
-        for (claim, _, follow_up), verdict in zip(checked, verdicts, strict=True):
-            tx.actor = claim.actor
-            chained = follow_up(tx) if follow_up is not None and verdict != "stale" else None
-            answers.append((verdict, chained))
+        for r, (node, step), done in zip(checked, pairs, before, strict=True):
+            tx.actor = r.claim.actor
+            verdicts.append(done or _record_one(tx, r.claim, r.outcome, node, step))
+        answers: list[Answer] = []
+        for r, verdict, done in zip(checked, verdicts, before, strict=True):
+            tx.actor = r.claim.actor
+            follows = r.follow_up is not None and verdict != "stale" and not done
+            answers.append((verdict, r.follow_up(tx) if follows and r.follow_up else None))
+        tried.keep(answers)
         return answers
+
+
+def _undo_follow_ups(checked: list[Recording]) -> None:
+    for r in checked:
+        if r.rolled_back is not None:
+            r.rolled_back()
+
+
+def _recorded_before(r: Recording, node: Node | None, step: Step) -> str | None:
+    """The verdict an earlier try of this record wrote, found under the claim's own fence (its COMMIT went through
+    but the answer was lost), or None when the outcome is not written yet or the fence is someone else's."""
+    holder: Node | Step = node if node is not None else step
+    if holder.fence_token != r.claim.fence or holder.attempts != r.claim.attempt:
+        return None
+    if step.status == StepStatus.EXECUTING or (node is not None and node.status == NodeStatus.EXECUTING):
+        return None
+    if r.outcome.ok:
+        return "completed" if step.status == StepStatus.COMPLETED else None
+    if step.status != StepStatus.FAILED:
+        return None
+    return "retry" if "next_attempt_in_seconds" in (step.error or {}) else "failed"
 
 
 def _held(claim: Claim, rows: list[tuple[Any, ...]]) -> tuple[Node, Step]:
@@ -158,11 +219,9 @@ def _held(claim: Claim, rows: list[tuple[Any, ...]]) -> tuple[Node, Step]:
     return pair
 
 
-def _record_one(tx: Tx, claim: Claim, outcome: executor.Outcome, held: tuple[Node, Step] | None) -> str:
-    owned = _owns(tx, claim, held)
-    if owned is None:
+def _record_one(tx: Tx, claim: Claim, outcome: executor.Outcome, node: Node | None, step: Step) -> str:
+    if not _owns(tx, claim, node, step):
         return "stale"
-    node, step = owned
     if outcome.ok:
         _record_success(tx, node, step, outcome.result)
         verdict = "completed"
@@ -200,14 +259,10 @@ def _checked_outcome(claim: Claim, outcome: executor.Outcome) -> executor.Outcom
     return executor.Outcome(ok=False, result=outcome.result, error=error)
 
 
-def _owns(tx: Tx, claim: Claim, held: tuple[Node, Step] | None) -> tuple[Node | None, Step] | None:
-    """The claim's node and step if its fence still holds; `held` is the node attempt's pair as read with the lock."""
-    node = None
-    if held is not None:
-        node, step = held
-        holder: Node | Step = node
-    else:
-        step = holder = Step.objects.get(pk=claim.step_id)
+def _owns(tx: Tx, claim: Claim, node: Node | None, step: Step) -> bool:
+    """Whether the claim's fence still holds on its node (or, for an immediate step, its step) as read under the
+    lock; a stale worker's outcome is refused and audited."""
+    holder: Node | Step = node if node is not None else step
     still_ours = holder.fence_token == claim.fence and step.status == StepStatus.EXECUTING
     if node is not None:
         still_ours = still_ours and node.status == NodeStatus.EXECUTING
@@ -220,8 +275,7 @@ def _owns(tx: Tx, claim: Claim, held: tuple[Node, Step] | None) -> tuple[Node | 
             status=step.status,
             data={"attempt": claim.attempt, "fence_token": claim.fence},
         )
-        return None
-    return node, step
+    return still_ours
 
 
 def _record_success(tx: Tx, node: Node | None, step: Step, result: Any) -> None:

@@ -9,7 +9,9 @@ follow-up (its chained claim, its fan-out claims), exactly as if recorded one af
 purpose: a thread that finds nobody recording records at once, so a lone chain pays nothing for this.
 
 If a shared transaction fails, each of its attempts is recorded again on its own, so one attempt's error (a stale
-fence, a broken contract) reaches only its own thread, as it would without grouping.
+fence, a broken contract) reaches only its own thread, as it would without grouping. A lost database connection is
+retried by the record itself (sagas.coordinator._record_retry); if it gives up, every attempt of the batch gets
+that error, since recording them one by one would only retry it again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sagas import executor
-from sagas.coordinator._attempts import Claim, FollowUp, record_outcome, record_outcomes
+from sagas.coordinator._attempts import Claim, FollowUp, Recording, record_outcome, record_outcomes
+from sagas.coordinator._record_retry import ConnectionLost
 
 logger = logging.getLogger("sagas.coordinator")
 
@@ -113,7 +116,13 @@ def _hand_over(saga_id: uuid.UUID, saga: _Saga) -> None:
 def _record(batch: list[_Attempt]) -> None:
     if len(batch) > 1:
         try:
-            answers = record_outcomes([(a.claim, a.outcome, a.follow_up) for a in batch])
+            answers = record_outcomes([Recording(a.claim, a.outcome, a.follow_up, a.rolled_back) for a in batch])
+        except ConnectionLost as lost:
+            # Not one attempt's fault, and already retried: recording them one by one would only retry it again.
+            for attempt in batch:
+                attempt.rolled_back()
+                attempt.settle(None, lost)
+            return
         except Exception:
             logger.info("a grouped record failed; recording its %d attempts one by one", len(batch))
             for attempt in batch:
@@ -124,6 +133,7 @@ def _record(batch: list[_Attempt]) -> None:
             return
     for attempt in batch:
         try:
-            attempt.settle(record_outcome(attempt.claim, attempt.outcome, attempt.follow_up), None)
+            answer = record_outcome(attempt.claim, attempt.outcome, attempt.follow_up, attempt.rolled_back)
+            attempt.settle(answer, None)
         except Exception as error:
             attempt.settle(None, error)
