@@ -1,0 +1,122 @@
+"""MCP actions: forward, compensation and an optional capture are tool calls on a downstream MCP server.
+
+One invocation is one short MCP connection (Streamable HTTP or a stdio subprocess), opened and closed inside
+`anyio.run` in the calling thread: the coordinator calls actions from worker threads that have no event loop, and
+a fresh connection per call keeps retries, recovery and threads independent of any shared client state.
+
+Idempotency: every tools/call carries `_meta["io.semantic-saga/idempotency_key"]` (the step id, `<step id>:rollback`
+for compensation, `<key>:capture` for the capture read), so a server that deduplicates applies a retry once.
+
+The stored forward result (the step's receipt) is an envelope, so compensation templates can read both the tool's
+answer and the state captured before it:
+
+    {"tool": "update_contact", "result": <structuredContent, or the content blocks>,
+     "pre_state": <capture tool answer>, "pre_state_sha256": <sha256 of its canonical JSON>}   # last two with capture
+
+In compensation arguments `${result.x}` reads the envelope's `result` and `${pre_state.x}` its `pre_state`.
+
+Failures are honest about what may have happened: anything before the tools/call request left (connecting,
+resolving secrets, rendering arguments, the capture read) is `uncertain=False`; a lost or unusable answer after it
+left is `uncertain=True` and retried only when the contract declares the forward call idempotent (a compensation is
+always retried: compensations must be safe to repeat). `isError: true` is a permanent failure unless the call sets
+`is_error_retryable`. A success answer over SAGA_MAX_ACTION_RESULT_BYTES is RESULT_TOO_LARGE, uncertain
+(registry.actions.result_limit); a capture answer over it stops the call before the forward tool is sent.
+
+This module runs one invocation (`call`); the parts are `_connection` (the server block, the transports, running
+from sync code, how far an invocation got), `_request` (tool calls, arguments, `_meta`, the kept pre_state),
+`_answer` (the receipt envelope, isError, the result limit), `_failures` (an exception's meaning) and `_listing`
+(`list_tools`, for import_mcp_tools).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, TextIO
+
+import anyio
+
+from registry.actions import result_limit
+from registry.actions.context import InvocationContext
+from registry.actions.mcp import _request
+from registry.actions.mcp._answer import TEXT_LIMIT, outcome, pre_state_of, raw_output, size_of
+from registry.actions.mcp._connection import (
+    DEFAULT_TIMEOUT_SECONDS,
+    USER_AGENT,
+    Connection,
+    Progress,
+    connection,
+    open_client,
+    run_blocking,
+    stderr_log,
+)
+from registry.actions.mcp._failures import failure
+from registry.actions.mcp._listing import MAX_TOOL_PAGES, ServerListing, list_tools
+from registry.actions.mcp._request import IDEMPOTENCY_META_KEY, ToolCall
+from registry.contracts import resolved_execution_policy
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "IDEMPOTENCY_META_KEY",
+    "MAX_TOOL_PAGES",
+    "TEXT_LIMIT",
+    "USER_AGENT",
+    "Connection",
+    "ServerListing",
+    "call",
+    "connection",
+    "list_tools",
+]
+
+logger = logging.getLogger("registry.actions.mcp")
+
+
+async def _invoke(
+    conn: Connection, capture: ToolCall | None, call: ToolCall, progress: Progress, timeout: float, errlog: TextIO
+) -> None:
+    with anyio.fail_after(timeout):
+        async with open_client(conn, timeout, errlog) as client:
+            if capture is not None:
+                progress.phase = "capture"
+                progress.captured = await client.call_tool(capture.tool, capture.arguments, meta=capture.meta)
+                progress.captured_bytes = size_of(raw_output(progress.captured))
+                if progress.captured.is_error or progress.captured_bytes > result_limit.limit():
+                    return  # outcome refuses: the forward call is not made
+            progress.phase = "call"
+            progress.answer = await client.call_tool(call.tool, call.arguments, meta=call.meta)
+            progress.phase = "done"
+
+
+def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool) -> Any:
+    """Run the contract's forward (with its capture first) or compensation tool call; return the receipt
+    envelope or raise ActionFailure."""
+    part = "compensation" if compensation else "forward"
+    request: dict[str, Any] = definition[part]
+    scope = _request.scope(ctx, compensation)
+    main = ToolCall(request["tool"], _request.arguments(request, scope, part), _request.meta(ctx.idempotency_key))
+    capture = None
+    kept = {} if compensation else _request.kept_pre_state(ctx)
+    if not compensation and not kept and isinstance(definition.get("capture"), dict):
+        spec = definition["capture"]
+        capture = ToolCall(
+            spec["tool"], _request.arguments(spec, scope, "capture"), _request.meta(f"{ctx.idempotency_key}:capture")
+        )
+    conn = connection(definition["server"])
+    timeout = float(request.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS))
+    retry_lost = compensation or bool(resolved_execution_policy(definition)["idempotent"])
+    progress = Progress()
+    with stderr_log() as errlog:
+        try:
+            run_blocking(functools.partial(_invoke, conn, capture, main, progress, timeout, errlog))
+        except Exception as exc:
+            if progress.answer is None:
+                lost = failure(exc, progress, conn, main.tool, timeout, errlog, retry_lost=retry_lost)
+                if progress.captured is not None and not progress.captured.is_error:
+                    # The call was sent after a successful capture: keep the prior state for whoever reconciles it.
+                    lost.receipt = {"tool": main.tool, **pre_state_of(progress.captured, conn)}
+                elif kept:
+                    lost.receipt = {"tool": main.tool, **kept}
+                raise lost from None
+            # The answer arrived; only closing the connection failed, which changes nothing downstream.
+            logger.warning("closing the MCP connection to %s failed after the answer: %r", conn.where, exc)
+    return {**outcome(progress, conn, main.tool, capture, request, compensation=compensation), **kept}

@@ -1,0 +1,137 @@
+"""Reading the answers of a `kind: mcp` invocation into the step's receipt, or into the failure they mean.
+
+The forward receipt is the envelope the package docstring shows: `{"tool", "result"}`, plus `pre_state` and
+`pre_state_sha256` when the contract declares a capture.
+
+`isError: true` is a permanent failure unless the call sets `is_error_retryable`; a capture that answers isError
+stops the call before the forward tool is sent. A success answer over SAGA_MAX_ACTION_RESULT_BYTES is
+RESULT_TOO_LARGE, uncertain (registry.actions.result_limit); a capture answer over it stops the call too. Secrets
+are scrubbed from everything kept.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.types import CallToolResult
+
+from audit.canonical import canonical_json, sha256_hex
+from registry.actions import result_limit
+from registry.actions.mcp._connection import Connection, Progress
+from registry.actions.mcp._request import ToolCall
+from registry.errors import ActionFailure
+from registry.secrets import scrub
+
+# Text kept from an isError answer, an oversized result or a stdio server's stderr, in receipts and messages.
+TEXT_LIMIT = 2000
+
+
+def outcome(
+    progress: Progress,
+    conn: Connection,
+    tool: str,
+    capture: ToolCall | None,
+    request: dict[str, Any],
+    *,
+    compensation: bool,
+) -> dict[str, Any]:
+    pre_state: dict[str, Any] = {}
+    if progress.captured is not None:
+        if progress.captured.is_error:
+            raise _capture_refused(progress.captured, conn, capture)
+        if progress.captured_bytes > result_limit.limit():
+            raise _capture_too_large(progress.captured_bytes, conn, capture)
+        pre_state = pre_state_of(progress.captured, conn)
+    answer = progress.answer
+    assert answer is not None  # the invocation either sets it, returns after a refused capture, or raises
+    if not answer.is_error and not compensation and (size := size_of(raw_output(answer))) > result_limit.limit():
+        raise _result_too_large(answer, size, conn, tool, pre_state)
+    output = scrub(_tool_output(answer), conn.secrets)
+    if answer.is_error:
+        retryable = bool(request.get("is_error_retryable", False))
+        raise ActionFailure(
+            "MCP_TOOL_ERROR",
+            f"Tool {tool} on {conn.where} answered isError: {_error_text(output)}. The tool reported a failure"
+            + (
+                "; the contract treats this as temporary, so it is retried with the same idempotency key."
+                if retryable
+                else "; retrying the same arguments will fail the same way. Check the input; the receipt holds "
+                "the tool's answer."
+            ),
+            retryable=retryable,
+            receipt={"tool": tool, "is_error": True, "result": output, **pre_state},
+        )
+    return {"tool": tool, "result": output, **pre_state}
+
+
+def pre_state_of(captured: CallToolResult, conn: Connection) -> dict[str, Any]:
+    state = scrub(_tool_output(captured), conn.secrets)
+    return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
+
+
+def _capture_refused(captured: CallToolResult, conn: Connection, capture: ToolCall | None) -> ActionFailure:
+    name = capture.tool if capture else "?"
+    output = scrub(_tool_output(captured), conn.secrets)
+    return ActionFailure(
+        "MCP_CAPTURE_FAILED",
+        f"The capture tool {name} on {conn.where} answered isError: {_error_text(output)}. The state before the "
+        "call could not be read, so the forward call was NOT made (nothing changed). Check the input; retrying the "
+        "same arguments will fail the same way.",
+        retryable=False,
+        receipt={"tool": name, "is_error": True, "result": output},
+    )
+
+
+def _capture_too_large(size: int, conn: Connection, capture: ToolCall | None) -> ActionFailure:
+    name = capture.tool if capture else "?"
+    return ActionFailure(
+        result_limit.CODE,
+        f"The capture tool {name} on {conn.where} answered {size} bytes of JSON, more than the "
+        f"{result_limit.limit()} bytes a step keeps (SAGA_MAX_ACTION_RESULT_BYTES). The state before the call could "
+        "not be kept whole, so the forward call was NOT made (nothing changed). Capture less (a narrower capture "
+        "tool or arguments), or raise SAGA_MAX_ACTION_RESULT_BYTES.",
+        retryable=False,
+    )
+
+
+def _result_too_large(
+    answer: CallToolResult, size: int, conn: Connection, tool: str, pre_state: dict[str, Any]
+) -> ActionFailure:
+    # Redact before cutting: a cut through a secret would leave a prefix no longer matched.
+    head = clip(scrub(json.dumps(raw_output(answer), ensure_ascii=False), conn.secrets))
+    answered = f"Tool {tool} on {conn.where} reported success with {size} bytes of JSON"
+    return result_limit.too_large(answered, {"tool": tool, "bytes": size, "text": head, **pre_state})
+
+
+def raw_output(result: CallToolResult) -> Any:
+    """structuredContent when the tool gave it, else its content blocks as JSON."""
+    if result.structured_content is not None:
+        return result.structured_content
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+
+
+def size_of(output: Any) -> int:
+    return len(canonical_json(output))
+
+
+def _tool_output(result: CallToolResult) -> Any:
+    """The tool's output (raw_output), truncated past SAGA_MAX_ACTION_RESULT_BYTES: what an isError receipt or a
+    compensation's answer keeps (a forward result or a capture past the limit fails the call instead)."""
+    output = raw_output(result)
+    size = size_of(output)
+    if size <= result_limit.limit():
+        return output
+    return {"truncated": True, "bytes": size, "text": json.dumps(output, ensure_ascii=False)[:TEXT_LIMIT]}
+
+
+def _error_text(output: Any) -> str:
+    if isinstance(output, list):
+        texts = [block.get("text", "") for block in output if isinstance(block, dict) and block.get("type") == "text"]
+        if any(texts):
+            return clip(" ".join(texts))
+    return clip(json.dumps(output, ensure_ascii=False))
+
+
+def clip(text: str) -> str:
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3] + "..."
