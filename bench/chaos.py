@@ -155,7 +155,7 @@ def start_fleet(args: argparse.Namespace, fleet: Fleet, broker: str, work: Path,
         config.write_text(json.dumps({"servers": {"world": {"url": downstream}}, "packs": ["chaos_pack.json"]}))
         for i in range(args.proxies):
             fleet.add_server(i, broker, tokens, proxy_config=config)
-        shapes["proxied"] = lambda index, deadline: drive_proxied(api, fleet, index, deadline)
+        shapes["proxied"] = lambda round_, deadline: drive_proxied(api, fleet, round_, deadline)
     for member in fleet.workers:
         fleet.wait_worker(member)
     for member in [*fleet.servers, *fleet.proxies]:

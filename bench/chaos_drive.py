@@ -134,7 +134,8 @@ def _operate(api: Api, base: str, nodes: list[dict[str, Any]], run: SagaRun) -> 
             api.call("POST", f"{base}/commit/", {})
 
 
-# How one saga of a shape is driven: (the run's index, the time to give up) -> what happened.
+# How one saga of a shape is driven: (its round: 0 for the shape's first saga, then 1, 2, ...; the time to give up)
+# -> what happened.
 ShapeDriver = Callable[[int, float], SagaRun]
 
 
@@ -142,7 +143,7 @@ def planned_shapes(api: Api) -> dict[str, ShapeDriver]:
     """The REST-driven shapes of SHAPES."""
 
     def driver(shape: str) -> ShapeDriver:
-        return lambda index, deadline: drive(api, shape, deadline)
+        return lambda round_, deadline: drive(api, shape, deadline)
 
     return {shape: driver(shape) for shape in SHAPES}
 
@@ -179,7 +180,8 @@ class Driver:
             index = next(self._next)
             if index >= self.total:
                 return
-            run = self.shapes[names[index % len(names)]](index, self.give_up_at)
+            shape = names[index % len(names)]
+            run = self.shapes[shape](index // len(names), self.give_up_at)
             with self.api.load.lock:
                 self.api.load.runs.append(run)
 
