@@ -29,7 +29,7 @@ from bench import chaos_check, chaos_setup
 from bench.chaos_downstream import PACK
 from bench.chaos_drive import TOKENS, Api, Driver, Load, ShapeDriver, planned_shapes
 from bench.chaos_faults import KINDS, PROXY_KINDS, Injector
-from bench.chaos_fleet import Fleet
+from bench.chaos_fleet import Fleet, Supervisor
 from bench.chaos_proxied import NO_SESSION, drive_proxied
 from bench.chaos_sink import Sink
 from bench.common import ROOT, machine
@@ -113,6 +113,19 @@ def run(args: argparse.Namespace, fleet: Fleet, sink: Sink, broker: str, work: P
     shapes = start_fleet(args, fleet, broker, work, api)
     progress(t0, f"{args.workers} workers, {args.replicas} replicas, {args.proxies} proxies, redis {broker}")
     sweeper = EmbeddedSweeper(interval=SWEEP_SECONDS).start()  # the pass Celery beat runs, on the same schedule
+    supervisor = Supervisor(fleet).start()
+    try:
+        result = _run(args, fleet, sink, work, t0, (load, api, shapes))
+        return result | {"longest_sweep_pass_seconds": round(sweeper.longest_pass_seconds, 2)}
+    finally:
+        supervisor.stop()
+        sweeper.stop()
+
+
+def _run(
+    args: argparse.Namespace, fleet: Fleet, sink: Sink, work: Path, t0: float, driven: tuple[Load, Api, Any]
+) -> dict[str, Any]:
+    load, api, shapes = driven
     stop_at = time.monotonic() + args.duration
     bound = LEASE_SECONDS + SWEEP_SECONDS + NUDGE_RESEND_SECONDS + DRAIN_SECONDS
     driver = Driver(api, shapes, args.sagas, args.clients, stop_at, stop_at + bound).start()
@@ -124,12 +137,20 @@ def run(args: argparse.Namespace, fleet: Fleet, sink: Sink, broker: str, work: P
     faults_end = time.monotonic()
     progress(t0, f"faults stopped ({sum(injector.faults.counts.values())} injected); waiting for quiescence")
     quiet_at = quiescence(driver, faults_end + bound)
-    sweeper.stop()
     # From the moment the last fault was injected (a frozen worker's includes its freeze and its quiet period).
     last = injector.faults.timeline[-1][0] if injector.faults.timeline else time.time()
     quiet = None if quiet_at is None else max(0.0, quiet_at - last)
     calls = _downstream_calls(work / DOWNSTREAM_RECORD)
-    return report(load, injector, sink, calls, continuous, quiet, bound)
+    exits = {
+        "restarted_by_supervisor": dict(sorted(fleet.exited.items())),
+        "celery_unrecoverable_errors": _lines_with(work, "worker-", "Unrecoverable error"),
+    }
+    return report(load, injector, sink, calls, continuous, quiet, bound) | {"exits_on_their_own": exits}
+
+
+def _lines_with(work: Path, prefix: str, needle: str) -> int:
+    """Lines of the members' logs (`<name>.log`) naming `needle`, over the members whose name starts `prefix`."""
+    return sum(log.read_text(errors="replace").count(needle) for log in work.glob(f"{prefix}*.log") if log.is_file())
 
 
 def _downstream_calls(record: Path) -> list[dict[str, Any]]:
@@ -276,6 +297,17 @@ def report(
     }
 
 
+def _exits(exits: dict[str, Any]) -> str:
+    restarted = exits["restarted_by_supervisor"]
+    by_member = ", ".join(f"{name} {n}" for name, n in restarted.items())
+    celery = exits["celery_unrecoverable_errors"]
+    return (
+        f"{sum(restarted.values())}"
+        + (f" ({by_member})" if by_member else "")
+        + (f"; Celery 'Unrecoverable error' {celery}" if celery else "")
+    )
+
+
 def table(result: dict[str, Any]) -> str:
     colour = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     count = result["violation_count"]
@@ -288,12 +320,14 @@ def table(result: dict[str, Any]) -> str:
         ("final states", ", ".join(f"{k} {v}" for k, v in sorted(result["final_status"].items()))),
         ("fault cycles", str(result["fault_cycles"])),
         *((f"  {kind}", str(n)) for kind, n in result["faults"].items()),
+        ("exited on their own, restarted", _exits(result["exits_on_their_own"])),
         ("sink requests / downstream MCP calls", f"{result['sink_deliveries']} / {result['downstream_calls']}"),
         ("frozen workers' attempts fenced off", str(result["fenced_attempts"])),
         ("  late write refused + audited", str(result["fenced_refusals_audited"])),
         ("  never written (worker lost first)", str(len(result["fenced_unconfirmed"]))),
         ("audit chains verified", str(result["audit_chains_verified"])),
         ("longest wait of an expired lease for the sweep", f"{result['longest_expired_lease_wait_seconds']:.1f} s"),
+        ("longest recovery sweep pass", f"{result['longest_sweep_pass_seconds']:.1f} s"),
         ("time to quiescence after last fault", "never" if quiet is None else f"{quiet:.1f} s"),
         ("invariant violations", f"{count} {verdict}"),
     ]

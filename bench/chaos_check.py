@@ -38,10 +38,12 @@ def duplicates_now() -> list[str]:
 
 
 OVERDUE_SQL = """
-    SELECT 'node', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at) FROM sagas_node
+    SELECT 'node', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at), lease_owner,
+           fence_token, lease_expires_at FROM sagas_node
      WHERE status = 'EXECUTING' AND lease_expires_at < now()
     UNION ALL
-    SELECT 'step', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at) FROM sagas_step
+    SELECT 'step', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at), lease_owner,
+           fence_token, lease_expires_at FROM sagas_step
      WHERE status = 'EXECUTING' AND node_id IS NULL AND lease_expires_at < now()
 """
 
@@ -57,8 +59,9 @@ def overdue_leases(grace: float) -> tuple[float, list[str]]:
         rows = cursor.fetchall()
     longest = max((float(r[3]) for r in rows), default=0.0)
     late = [
-        f"{kind} {item} of saga {saga} still EXECUTING {float(waited):.1f}s after its lease ran out"
-        for kind, item, saga, waited in rows
+        f"{kind} {item} of saga {saga} still EXECUTING {float(waited):.1f}s after its lease ran out "
+        f"(owner {owner}, fence {fence}, lease to {expires.isoformat()})"
+        for kind, item, saga, waited, owner, fence, expires in rows
         if float(waited) > grace
     ]
     return longest, late

@@ -12,6 +12,8 @@ import os
 import shutil
 import signal
 import sys
+import threading
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -81,6 +83,8 @@ class Fleet:
         self.servers: list[Member] = []
         self.proxies: list[Member] = []
         self.downstream: Member | None = None
+        self.exited: Counter[str] = Counter()  # member name -> exits on its own, each restarted by supervise()
+        self._lock = threading.Lock()  # one restart of a member at a time (the injector's or the supervisor's)
 
     # --- redis ------------------------------------------------------------------------------------------------
 
@@ -128,9 +132,23 @@ class Fleet:
 
     def restart_worker(self, member: Member) -> None:
         """Kill and start again without waiting for "ready": the next fault may well hit a worker still starting."""
-        member.kill()
-        member.restarts += 1
-        member.start()
+        self._replace(member)
+
+    def _replace(self, member: Member) -> None:
+        with self._lock:
+            member.kill()
+            member.restarts += 1
+            member.start()
+
+    def supervise(self) -> None:
+        """What systemd's Restart=always or a Kubernetes Deployment does for a deployment: start again a worker,
+        replica or proxy that exited on its own (not one the injector is restarting or has frozen)."""
+        for member in [*self.workers, *self.servers, *self.proxies]:
+            with self._lock:
+                if member.child is None or member.paused or member.alive():
+                    continue
+                self.exited[member.name] += 1
+                member.start()
 
     # --- serve replicas -------------------------------------------------------------------------------------------
 
@@ -160,17 +178,13 @@ class Fleet:
 
     def restart_server(self, member: Member) -> None:
         """Kill and start again; wait until it is healthy only when no other replica is (clients need one)."""
-        member.kill()
-        member.restarts += 1
-        member.start()
+        self._replace(member)
         if not any(_healthy(other.port) for other in self.servers if other is not member):
             self.wait_server(member)
 
     def restart_proxy(self, member: Member) -> None:
         """Kill and start again without waiting: a proxied client retries until the proxy answers again."""
-        member.kill()
-        member.restarts += 1
-        member.start()
+        self._replace(member)
 
     def live_servers(self) -> list[Member]:
         return [m for m in self.servers if m.alive()]
@@ -202,3 +216,25 @@ def _healthy(port: int) -> bool:
         return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
+
+
+class Supervisor:
+    """Fleet.supervise() every `interval` seconds on a thread of its own, from start() until stop()."""
+
+    def __init__(self, fleet: Fleet, interval: float = 0.5) -> None:
+        self.fleet = fleet
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="chaos-supervisor", daemon=True)
+
+    def start(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.fleet.supervise()
