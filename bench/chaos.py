@@ -340,6 +340,6 @@ def table(result: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     threading.current_thread().name = "chaos"
-    # A proxied client whose proxy was killed cannot end its session politely; the SDK says so on every one.
-    logging.getLogger("mcp.client.streamable_http").setLevel(logging.ERROR)
+    # A proxied client whose proxy was killed cannot end its session politely; the SDK logs each (with a traceback).
+    logging.getLogger("mcp.client.streamable_http").setLevel(logging.CRITICAL)
     sys.exit(main())
