@@ -11,7 +11,7 @@ import uuid
 from django.db import models
 from django.utils import timezone
 
-from sagas.states import ApprovalStatus, NodeStatus, SagaStatus, StepStatus
+from sagas.states import ApprovalStatus, NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
 class Saga(models.Model):
@@ -19,6 +19,8 @@ class Saga(models.Model):
     tenant_id = models.CharField(max_length=200)
     creator_principal_id = models.CharField(max_length=200)
     status = models.CharField(max_length=32, choices=SagaStatus.choices, default=SagaStatus.ACTIVE)
+    # What the saga is (a plain saga or a proxy session), written once by the server; callers cannot choose it.
+    kind = models.CharField(max_length=32, choices=SagaKind.choices, default=SagaKind.SAGA)
     metadata = models.JSONField(default=dict)
     error = models.JSONField(null=True, blank=True)
     preview = models.BooleanField(default=False)
@@ -63,6 +65,11 @@ class Saga(models.Model):
 
     def __str__(self) -> str:
         return f"saga {self.id} ({self.status})"
+
+    @property
+    def is_proxy_session(self) -> bool:
+        """A session of the MCP proxy: its calls are proxied steps and its rollback is the proxy's undo walk."""
+        return self.kind == SagaKind.PROXY_SESSION
 
 
 class Node(models.Model):

@@ -13,6 +13,14 @@ from __future__ import annotations
 from django.db import models
 
 
+class SagaKind(models.TextChoices):
+    """What a saga is. Set by the server when the saga begins, never by a caller: a proxy session is opened only by
+    the MCP proxy (sagas.coordinator.proxied_calls.proxy_session_open), and its rollback is the proxy's undo walk."""
+
+    SAGA = "saga"
+    PROXY_SESSION = "proxy_session"
+
+
 class SagaStatus(models.TextChoices):
     ACTIVE = "ACTIVE"
     COMMITTED = "COMMITTED"

@@ -38,7 +38,7 @@ from sagas.errors import InvalidInput
 from sagas.models import Saga
 
 PROXY_ACTION_PREFIX = "proxy."
-# The saga metadata key that makes a saga a proxy session (its value: client, config, era).
+# The saga metadata key describing a proxy session (client, config, era); what makes one is Saga.kind.
 SESSION_KEY = "proxy"
 _NOT_IN_ID = re.compile(r"[^A-Za-z0-9_.-]+")
 _LABEL_LIMIT = 200
@@ -47,13 +47,9 @@ _DESCRIPTION_LIMIT = 2000
 _EXECUTION_POLICY = {"forward": {"max_attempts": 1}, "failure_mode": "pause", "idempotent": False}
 
 
-def is_proxy_session(saga: Saga) -> bool:
-    return isinstance(saga.metadata, dict) and SESSION_KEY in saga.metadata
-
-
 def is_proxied_action(saga: Saga, action: str) -> bool:
     """A node or step of a proxy session that the proxy itself runs: never claimed by an executor."""
-    return action.startswith(PROXY_ACTION_PREFIX) and is_proxy_session(saga)
+    return action.startswith(PROXY_ACTION_PREFIX) and saga.is_proxy_session
 
 
 def action_id(server: str, tool: str) -> str:

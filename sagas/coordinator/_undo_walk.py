@@ -29,12 +29,11 @@ from registry.contracts import has_compensation
 from registry.errors import ActionFailure
 from registry.templating import render
 from sagas.coordinator._compensation import compensate, fail, runner_lost
-from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import drift
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
-from sagas.states import SagaStatus, StepStatus
+from sagas.states import SagaKind, SagaStatus, StepStatus
 
 NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
@@ -66,8 +65,7 @@ class UndoItem:
 
 
 def is_session(saga_id: uuid.UUID) -> bool:
-    saga = Saga.objects.filter(pk=saga_id).only("metadata").first()
-    return saga is not None and is_proxy_session(saga)
+    return Saga.objects.filter(pk=saga_id, kind=SagaKind.PROXY_SESSION).exists()
 
 
 def recorder(options: UndoOptions) -> Callable[[Tx], None]:

@@ -39,22 +39,23 @@ from sagas.coordinator import _policy
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
 from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, audit_facts, gate_facts, refuse
-from sagas.coordinator._proxy_contract import SESSION_KEY, is_proxy_session, snapshot
+from sagas.coordinator._proxy_contract import SESSION_KEY, snapshot
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.held_calls import hold
 from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.coordinator.previews import dry_execute
-from sagas.coordinator.sagas import saga_begin
+from sagas.coordinator.sagas import begin
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
-from sagas.states import NodeStatus, SagaStatus, StepStatus
+from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
 def proxy_session_open(*, actor: Principal, session: dict[str, Any], preview: bool = False) -> Saga:
-    """Begin the saga of one client session: `metadata.proxy` holds `session` (client name and version, protocol
-    version, era, config path, connection key), `preview` makes it a dry-run session. Audit SAGA_STARTED."""
+    """Begin the saga of one client session, of kind PROXY_SESSION (only here): `metadata.proxy` holds `session`
+    (client name and version, protocol version, era, config path, connection key), `preview` makes it a dry-run
+    session. Audit SAGA_STARTED."""
     authorize(actor, EXECUTE, "begin")
-    return saga_begin(actor=actor, metadata={SESSION_KEY: session}, preview=preview)
+    return begin(actor=actor, metadata={SESSION_KEY: session}, preview=preview, kind=SagaKind.PROXY_SESSION)
 
 
 def proxied_call_begin(*, actor: Principal, saga_id: object, call: dict[str, Any], arguments: dict[str, Any]) -> Begun:
@@ -219,7 +220,7 @@ def _still_ours(tx: Tx, step: Step, fence: int) -> bool:
 
 
 def _require_live_session(tx: Tx) -> None:
-    if not is_proxy_session(tx.saga):
+    if not tx.saga.is_proxy_session:
         raise InvalidInput(message=f"Saga {tx.saga.id} is not a proxy session; proxied calls need one.")
     if tx.saga.status != SagaStatus.ACTIVE:
         raise InvalidTransition(

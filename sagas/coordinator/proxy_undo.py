@@ -28,7 +28,6 @@ from typing import Any
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import rollback
-from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._undo_drift import drift
 from sagas.coordinator._undo_walk import UndoItem, UndoOptions, item, recorder, steps_newest_first, verdict_of, walk
 from sagas.coordinator.leases import LeaseRef, heartbeat
@@ -63,7 +62,7 @@ def proxy_session_undo(
     """
     authorize(actor, EXECUTE, "rollback")
     saga = tenant_saga(actor, saga_id)
-    if not is_proxy_session(saga):
+    if not saga.is_proxy_session:
         raise InvalidInput("NOT_A_PROXY_SESSION", f"Saga {saga.id} is not a proxy session; nothing was undone.")
     checkpoint = session_checkpoint(actor=actor, saga=saga, label=to_checkpoint) if to_checkpoint else None
     options = UndoOptions(force, to_checkpoint, str(checkpoint.id) if checkpoint else "")

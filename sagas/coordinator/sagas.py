@@ -13,15 +13,17 @@ from governance import kill_switch
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _policy, gates, quotas
-from sagas.coordinator._proxy_contract import is_proxy_session
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
-from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaStatus, StepStatus
+from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaKind, SagaStatus, StepStatus
 
 # Caller metadata and checkpoint data are stored as given; a bound keeps one agent from bloating the database.
 MAX_METADATA_BYTES = 64 * 1024
 MAX_CHECKPOINT_BYTES = 1024 * 1024
+# Metadata keys only the server writes: who began the saga, and what a proxy session is. A caller naming one is
+# refused rather than silently overwritten, so nobody can pass a saga off as something it is not.
+RESERVED_METADATA_KEYS = ("_identity", "proxy")
 # Held proxied calls still waiting or running: they keep a proxy session from committing.
 OPEN_PROXIED_NODE_STATES = (NodeStatus.WAITING_APPROVAL, NodeStatus.READY, NodeStatus.EXECUTING)
 
@@ -45,10 +47,24 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     """Start an ACTIVE saga for the actor's tenant.
 
     Effects: Saga(ACTIVE), audit SAGA_STARTED (data `preview: true` for a preview saga, whose steps are dry runs:
-    sagas.coordinator.previews). `metadata._identity` is written by the server; a caller value is discarded.
-    Errors: INVALID_INPUT for non-object or oversized metadata, or a non-boolean preview; QUOTA_EXCEEDED past
-    SAGA_MAX_NEW_SAGAS_PER_MINUTE.
+    sagas.coordinator.previews). `metadata._identity` is written by the server.
+    Errors: INVALID_INPUT for non-object or oversized metadata, a reserved metadata key (RESERVED_METADATA_KEYS),
+    or a non-boolean preview; QUOTA_EXCEEDED past SAGA_MAX_NEW_SAGAS_PER_MINUTE.
     """
+    if isinstance(metadata, dict) and (reserved := sorted(set(metadata) & set(RESERVED_METADATA_KEYS))):
+        raise InvalidInput(
+            "RESERVED_METADATA_KEY",
+            f"metadata may not hold {', '.join(repr(key) for key in reserved)}: the server writes "
+            f"{' and '.join(RESERVED_METADATA_KEYS)} itself (who began the saga, and whether it is a proxy session, "
+            "which only the MCP proxy opens). Nothing was written. Rename the key and begin again.",
+        )
+    return begin(actor=actor, metadata=metadata, preview=preview)
+
+
+def begin(
+    *, actor: Principal, metadata: dict[str, Any] | None, preview: bool, kind: SagaKind = SagaKind.SAGA
+) -> Saga:
+    """saga_begin without the reserved-key check: for the coordinator's own sagas of another kind."""
     authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):
         raise InvalidInput(message="preview must be true or false.")
@@ -58,7 +74,9 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
     quotas.check_new_saga_rate(actor)
     meta["_identity"] = actor.identity_metadata()
-    saga = Saga(tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview)
+    saga = Saga(
+        tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview, kind=kind
+    )
     with new_saga_tx(saga, actor) as tx:
         tx.record(E.SAGA_STARTED, status=SagaStatus.ACTIVE, data={"preview": True} if preview else None)
     return saga
@@ -83,7 +101,7 @@ def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[
 
 
 def _unfinished_steps(saga: Saga) -> int:
-    if is_proxy_session(saga):
+    if saga.is_proxy_session:
         # Refused and tool-error calls changed nothing; a call in flight or with an unknown outcome may have.
         return saga.steps.filter(Q(status=StepStatus.EXECUTING) | Q(uncertain_outcome=True)).count()
     return saga.steps.filter(node__isnull=True).exclude(status=StepStatus.COMPLETED).count()
@@ -110,7 +128,7 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 "Nothing was changed.",
             )
         nodes = saga.nodes.exclude(status=NodeStatus.COMPLETED)
-        if is_proxy_session(saga):
+        if saga.is_proxy_session:
             # A proxied call that was refused, denied or failed with a known outcome leaves nothing open.
             nodes = nodes.filter(status__in=OPEN_PROXIED_NODE_STATES)
         unfinished = list(nodes.order_by("position").values_list("id", "key", "status"))

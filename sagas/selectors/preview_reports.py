@@ -46,7 +46,7 @@ def preview_report(*, actor: Principal, saga_id: object) -> dict[str, Any]:
         )
     steps = list(saga.steps.filter(status=StepStatus.DRY).select_related("node").order_by("sequence"))
     items = [_item(step) for step in steps]
-    if proxied.is_proxy_session(saga):
+    if saga.is_proxy_session:
         return _proxy_report(actor, saga, proxied.proxy_items(steps, items))
     not_dry = saga.nodes.exclude(status=NodeStatus.DRY).order_by("position")
     pending = list(not_dry.values_list("key", "action", "status"))

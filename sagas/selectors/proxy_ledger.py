@@ -17,6 +17,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Checkpoint, Saga, Step
+from sagas.states import SagaKind
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 
@@ -85,7 +86,7 @@ def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
     the caller's own lookup then says it is not found)."""
     authorize(actor, READ, "get")
     pk = parse_uuid(saga_id)
-    return pk is not None and tenant_sagas(actor).filter(pk=pk, metadata__has_key="proxy").exists()
+    return pk is not None and tenant_sagas(actor).filter(pk=pk, kind=SagaKind.PROXY_SESSION).exists()
 
 
 def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:

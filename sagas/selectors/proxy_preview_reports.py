@@ -17,7 +17,6 @@ from collections import Counter
 from typing import Any
 
 from sagas.models import Saga, Step
-from sagas.selectors.proxy_sessions import SESSION_KEY
 from sagas.states import NodeStatus, StepStatus
 
 # Report order, most dangerous first; unknown is never assumed safe.
@@ -38,11 +37,6 @@ OUTSIDE_PREVIEW = {
 }
 # Steps that reached a downstream: forwarded reads (a failed read was sent too). REFUSED and DRY ones never were.
 SENT = (StepStatus.COMPLETED, StepStatus.FAILED, StepStatus.EXECUTING)
-
-
-def is_proxy_session(saga: Saga) -> bool:
-    """As sagas.coordinator._proxy_contract.is_proxy_session says it (a selector may not import the coordinator)."""
-    return isinstance(saga.metadata, dict) and SESSION_KEY in saga.metadata
 
 
 def proxy_items(steps: list[Step], items: list[dict[str, Any]]) -> list[dict[str, Any]]:

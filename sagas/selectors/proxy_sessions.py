@@ -19,17 +19,16 @@ from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga
 from sagas.selectors.approvals import pending_approvals
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
-from sagas.states import ApprovalStatus, NodeStatus
+from sagas.states import ApprovalStatus, NodeStatus, SagaKind
 
 PROXY_ACTION_PREFIX = "proxy."
-SESSION_KEY = "proxy"
 HELD_KEY_PREFIX = "proxy-call-"
 
 
 def proxy_sessions(actor: Principal) -> QuerySet[Saga]:
     """The tenant's proxy sessions, newest first (`last` is the first of them)."""
     authorize(actor, READ, "list")
-    return tenant_sagas(actor).filter(metadata__has_key=SESSION_KEY).order_by("-created_at", "-id")
+    return tenant_sagas(actor).filter(kind=SagaKind.PROXY_SESSION).order_by("-created_at", "-id")
 
 
 def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) -> dict[str, Any]:

@@ -4,7 +4,8 @@ import pytest
 
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.errors import SagaError
+from sagas.errors import InvalidInput, SagaError
+from sagas.models import Saga
 from sagas.states import SagaStatus
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
@@ -53,6 +54,10 @@ def test_checkpoint_is_stored_with_its_data_but_audited_by_name_only(operator: P
 
 
 def test_caller_cannot_forge_identity_metadata(operator: Principal):
-    saga = coordinator.saga_begin(actor=operator, metadata={"_identity": {"principal_id": "root"}, "order": 7})
+    with pytest.raises(InvalidInput) as refused:
+        coordinator.saga_begin(actor=operator, metadata={"_identity": {"principal_id": "root"}, "order": 7})
+    assert refused.value.code == "RESERVED_METADATA_KEY" and "'_identity'" in refused.value.message
+    assert not Saga.objects.exists()
+    saga = coordinator.saga_begin(actor=operator, metadata={"order": 7})
     assert saga.metadata["_identity"]["principal_id"] == "alice"
     assert saga.metadata["order"] == 7
