@@ -61,9 +61,7 @@ def saga_begin(*, actor: Principal, metadata: dict[str, Any] | None = None, prev
     return begin(actor=actor, metadata=metadata, preview=preview)
 
 
-def begin(
-    *, actor: Principal, metadata: dict[str, Any] | None, preview: bool, kind: SagaKind = SagaKind.SAGA
-) -> Saga:
+def begin(*, actor: Principal, metadata: dict[str, Any] | None, preview: bool, kind: SagaKind = SagaKind.SAGA) -> Saga:
     """saga_begin without the reserved-key check: for the coordinator's own sagas of another kind."""
     authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):

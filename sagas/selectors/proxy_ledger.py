@@ -17,9 +17,9 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Checkpoint, Saga, Step
-from sagas.states import SagaKind
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
+from sagas.states import SagaKind
 
 LAST = "last"
 
