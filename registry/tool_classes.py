@@ -12,15 +12,20 @@ The cascade, first hit wins, and its level is recorded as `source`:
 
     rule                    the operator's rules (glob on the tool name, optional server), in file order
     declared_compensation   a compensation pack entry or a `kind: mcp` contract declares the inverse -> R
-    annotation              `readOnlyHint: true` -> read
+    annotation              `readOnlyHint: true` -> read, unless the name holds a mutating verb (below)
     heuristic               the first word of the tool name (table below)
     default                 nothing matched -> unknown
 
 The governing rule: R means "we know how to run the inverse". Only a declared inverse (or the operator) says so; a
 name or an annotation never proves reversibility. The one heuristic R (`create_*`, whose inverse is deleting what
 the result names) is capped to unknown by `destructiveHint: true`, and that capped answer is recorded with source
-`annotation` (the annotation decided it). Annotations are the server's own claims: a mutating tool that declares
-`readOnlyHint: true` IS classified read (and forwarded in preview); only an operator rule overrides that.
+`annotation` (the annotation decided it).
+
+Annotations are the server's own claims, and a server is not trusted to lower its own guard: an annotation never
+makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb anywhere
+(`delete_all_users`, `purge_cache`, `users_delete`) does not make it a read: the name decides, and a name-based
+read or R becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint: false` lowers nothing.
+Only an operator rule says otherwise. (Sagaz lets `readOnlyHint` win over the name.)
 
 Name heuristics look at the last segment of the name (after `.`, `/`, `:` or `__`), split into words at
 camelCase, `_` and `-`. A read verb first does not make a read when a mutating verb follows anywhere
@@ -126,9 +131,19 @@ def classify(
     if declared_inverse:
         where = inverse_source or "a compensation pack or kind: mcp contract"
         return Classification("R", "declared_compensation", f"{where} declares the inverse of {tool_name}")
-    if _hint(annotations, "readOnlyHint", "read_only_hint"):
+    by_name = _by_name(tool_name, destructive=_hint(annotations, "destructiveHint", "destructive_hint"))
+    if not _hint(annotations, "readOnlyHint", "read_only_hint"):
+        return by_name
+    mutating = next((word for word in name_words(tool_name) if word in _MUTATING_VERBS), None)
+    if mutating is None:
         return Classification("read", "annotation", "the server declares readOnlyHint: true")
-    return _by_name(tool_name, destructive=_hint(annotations, "destructiveHint", "destructive_hint"))
+    why = (
+        f"the server declares readOnlyHint: true, but the name holds {mutating!r}, a mutating verb, and an "
+        "annotation never makes a call less guarded than its name"
+    )
+    if by_name.effect_class in ("read", "R"):
+        return Classification("unknown", "heuristic", why)
+    return Classification(by_name.effect_class, by_name.source, f"{by_name.reason}; {why}")
 
 
 def name_words(tool_name: str) -> list[str]:

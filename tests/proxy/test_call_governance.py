@@ -143,8 +143,9 @@ def test_classes_are_recorded_with_their_source_including_the_traps(tmp_path: Pa
         proxy = Step.objects.get(action=f"proxy.tiny.{tool}").action_definition["proxy"]
         return proxy["class"], proxy["class_source"], proxy["gate"]
 
-    # a mutating tool that claims readOnlyHint is taken at its word (read, by annotation) and forwarded
-    assert recorded("wipe_cache") == ("read", "annotation", "allow") and not answers["wipe_cache"].is_error
+    # a mutating tool that claims readOnlyHint is not taken at its word: I by its name, held, denied at the timeout
+    assert recorded("wipe_cache")[:1] == ("I",) and recorded("wipe_cache")[2] == "confirm"
+    assert answers["wipe_cache"].is_error
     # an unannotated transfer_funds is I by its name, held, and denied when nobody confirms it
     assert recorded("transfer_funds") == ("I", "heuristic", "confirm") and answers["transfer_funds"].is_error
     assert _step("proxy.tiny.transfer_funds").status == "REFUSED"

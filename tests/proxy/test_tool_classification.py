@@ -66,12 +66,33 @@ def test_name_words(name: str, words: list[str]):
     assert name_words(name) == words
 
 
-def test_trap_mutating_tool_claiming_read_only_is_read_by_its_annotation():
-    # given a tool that deletes but declares readOnlyHint: true (the documented honest edge)
-    annotations = {"readOnlyHint": True, "destructiveHint": True}
-    # when it is classified without a rule
-    classification = classify("delete_everything", "s", annotations, [], False)
-    # then the annotation wins over the name: it is a read, recorded as the server's claim
+@pytest.mark.parametrize(
+    ("tool", "annotations", "expected"),
+    [
+        ("delete_all_users", {"readOnlyHint": True}, "unknown"),
+        ("delete_everything", {"readOnlyHint": True, "destructiveHint": False}, "unknown"),
+        ("purge_cache", {"readOnlyHint": True}, "I"),
+        ("wipeCache", {"readOnlyHint": True, "destructiveHint": False}, "I"),
+        ("send_report", {"readOnlyHint": True}, "C"),
+        ("create_user", {"readOnlyHint": True}, "unknown"),
+        ("users_delete", {"readOnlyHint": True}, "unknown"),
+        ("get_or_create_user", {"readOnlyHint": True}, "unknown"),
+        ("transfer_funds", {"destructiveHint": False}, "I"),
+    ],
+)
+def test_trap_an_annotation_never_makes_a_call_less_guarded_than_its_name(
+    tool: str, annotations: dict[str, Any], expected: str
+):
+    # given a tool whose name holds a mutating verb but whose server claims it is harmless
+    classification = classify(tool, "s", annotations, [], False)
+    # then the name decides (a read or R by name becomes unknown), and the reason says the claim was not believed
+    assert classification.effect_class == expected
+    if annotations.get("readOnlyHint"):
+        assert "never makes a call less guarded than its name" in classification.reason
+
+
+def test_read_only_hint_decides_a_name_without_a_mutating_verb():
+    classification = classify("weather_report", "s", {"readOnlyHint": True}, [], False)
     assert (classification.effect_class, classification.source) == ("read", "annotation")
 
 
@@ -103,8 +124,8 @@ def test_cascade_declared_inverse_beats_annotations_and_the_destructive_cap():
     assert classification.reason.startswith('pack "crm" declares the inverse')
 
 
-def test_cascade_read_only_hint_beats_the_name():
-    classification = classify("send_report", "s", {"readOnlyHint": True}, [], False)
+def test_cascade_read_only_hint_beats_a_name_that_decides_nothing():
+    classification = classify("contacts", "s", {"readOnlyHint": True}, [], False)
     assert (classification.effect_class, classification.source) == ("read", "annotation")
 
 
@@ -129,7 +150,7 @@ def test_only_a_literal_true_counts_as_a_hint(claim: Any):
 
 
 def test_python_spelled_annotations_count_too():
-    classification = classify("delete_contact", "s", {"read_only_hint": True}, [], False)
+    classification = classify("contact_card", "s", {"read_only_hint": True}, [], False)
     assert (classification.effect_class, classification.source) == ("read", "annotation")
 
 
