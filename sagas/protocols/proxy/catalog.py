@@ -5,6 +5,10 @@ resource URIs and templates as `prefix+uri`; nothing is ever renamed without the
 servers exposing the same name is a `NameCollision` that says which `"prefix"` to add: the proxy refuses to start
 with one, and a later rebuild that would create one keeps the previous catalog.
 
+A tool whose exposed name breaks MCP's naming rule (1 to 128 of `A-Z a-z 0-9 _ - .`) is left out: a client could not
+call it reliably, and a hostile name (spaces, newlines, 100,000 characters) must not reach agents or error texts.
+The catalog keeps what it left out (`left_out`) so the proxy can warn once.
+
 Every tool carries its downstream definition hash (sha256 of the canonical JSON of its downstream name, input
 schema and annotations), so a later step can pin the definition a session saw and notice when it changes.
 """
@@ -20,17 +24,39 @@ from typing import Any, TypeVar
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
+from mcp.shared.tool_name_validation import validate_tool_name
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from audit.canonical import sha256_hex
 from sagas.protocols.proxy.specs import ServerSpec
 
+# How much of a name an error text or a log line shows: enough to recognise it, never a flood.
+NAME_SHOWN_CHARS = 64
 # Items per tools/list (and prompts, resources) page sent to the client: large enough that most clients read the
 # whole union in one round trip, small enough that one answer stays well under the transports' message limits.
 PAGE_SIZE = 200
 
 T = TypeVar("T")
+
+
+def short_name(name: str) -> str:
+    """`name` as an error text may show it: quoted, control characters escaped, at most NAME_SHOWN_CHARS of it."""
+    if len(name) <= NAME_SHOWN_CHARS:
+        return repr(name)
+    return f"{name[:NAME_SHOWN_CHARS]!r}... ({len(name)} characters)"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A downstream tool the catalog does not expose, and why."""
+
+    server: str
+    name: str  # short_name of the exposed name
+    why: str
+
+    def describe(self) -> str:
+        return f'downstream "{self.server}" offers the tool {self.name}, left out of tools/list: {self.why}'
 
 
 def definition_hash(tool: types.Tool) -> str:
@@ -141,13 +167,21 @@ class Catalog:
     templates: dict[str, ExposedTemplate] = field(default_factory=dict)
     listings: tuple[ServerListing, ...] = ()
     generation: int = 0
+    left_out: tuple[LeftOut, ...] = ()  # tools whose exposed name breaks MCP's naming rule
 
     @classmethod
     def build(cls, listings: Iterable[ServerListing], *, generation: int = 0) -> Catalog:
         """The union of `listings` (in config order); NameCollision naming every clash and the prefix to add."""
         listings = tuple(listings)
         clashes: list[Collision] = []
-        tools = _union(listings, "tool", lambda s: s.tools, lambda spec, t: spec.exposed_name(t.name), clashes)
+        left_out: list[LeftOut] = []
+        tools = _union(
+            listings,
+            "tool",
+            lambda s: _well_named(s, left_out),
+            lambda spec, t: spec.exposed_name(t.name),
+            clashes,
+        )
         prompts = _union(listings, "prompt", lambda s: s.prompts, lambda spec, p: spec.exposed_name(p.name), clashes)
         resources = _union(
             listings, "resource", lambda s: s.resources, lambda spec, r: exposed_uri(spec, r.uri), clashes
@@ -168,6 +202,7 @@ class Catalog:
             templates={uri: ExposedTemplate(uri, server, t) for uri, (server, t) in templates.items()},
             listings=listings,
             generation=generation,
+            left_out=tuple(left_out),
         )
 
     @property
@@ -222,6 +257,30 @@ class Catalog:
         if len(raw) == 1:
             return raw.pop(), uri
         return None
+
+
+def _well_named(listing: ServerListing, left_out: list[LeftOut]) -> list[types.Tool]:
+    """The listing's tools whose exposed names MCP allows; the others are added to `left_out`."""
+    kept = []
+    for tool in listing.tools:
+        exposed = listing.spec.exposed_name(tool.name)
+        if validate_tool_name(exposed).is_valid:
+            kept.append(tool)
+            continue
+        if not exposed:
+            why = "its name is empty"
+        elif len(exposed) > 128:
+            why = f"its name is {len(exposed)} characters long"
+        else:
+            why = "its name holds characters MCP does not allow in a tool name"
+        left_out.append(
+            LeftOut(
+                listing.spec.name,
+                short_name(exposed),
+                f"{why} (MCP tool names are 1 to 128 of A-Z, a-z, 0-9, _, - and .); agents never see it",
+            )
+        )
+    return kept
 
 
 def _spec_prefix(catalog: Catalog, server: str) -> str:

@@ -57,6 +57,7 @@ class DownstreamManager:
         self._catalog = Catalog()
         self._listeners: list[ChangeListener] = []
         self._started = False
+        self._warned: set[tuple[str, str]] = set()  # badly named tools already reported (server, name)
 
     @property
     def catalog(self) -> Catalog:
@@ -82,7 +83,7 @@ class DownstreamManager:
             for connection in self._connections.values():
                 await connection.first_attempt.wait()
             try:
-                self._catalog = Catalog.build(c.listing for c in self._connections.values() if c.listing)
+                self._catalog = self._checked(Catalog.build(c.listing for c in self._connections.values() if c.listing))
             except NameCollision as clash:
                 collision = clash
                 group.cancel_scope.cancel()
@@ -115,9 +116,17 @@ class DownstreamManager:
             logger.error('downstream "%s" changed; the catalog keeps its previous state: %s', listing.spec.name, clash)
             return
         connection.status.problem = ""
-        self._catalog = after
+        self._catalog = self._checked(after)
         if changed := _changes(before, after):
             await self._tell(changed)
+
+    def _checked(self, catalog: Catalog) -> Catalog:
+        """`catalog`, after a warning for each tool it left out that was not reported before."""
+        for item in catalog.left_out:
+            if (item.server, item.name) not in self._warned:
+                self._warned.add((item.server, item.name))
+                logger.warning("%s", item.describe())
+        return catalog
 
     def scrub(self, server: str, value: Any) -> Any:
         """`value` with the secrets of `server`'s connection (env or header values) replaced by [REDACTED]."""

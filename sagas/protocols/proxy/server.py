@@ -39,7 +39,7 @@ from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
 from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.mcp_tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
-from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page
+from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page, short_name
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.relay import RequestRelay
 
@@ -187,12 +187,14 @@ def build_proxy_server(
         return types.ListToolsResult(tools=tools, next_cursor=following)
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
-        exposed = catalog().tools.get(params.name)
-        if exposed is None:
-            raise _unknown("tool", params.name, list(catalog().tools), "tools/list")
-        client = clients.identity(ctx)
+        current, principal, client = catalog(), principal_for_request(), clients.identity(ctx)
+        exposed = current.tools.get(params.name)
+        if exposed is None or call_path.hidden(principal, client, exposed.server, exposed.tool):
+            # A hidden tool is answered exactly as one no server offers: its existence is not the agent's to learn.
+            visible = [n for n, t in current.tools.items() if not call_path.hidden(principal, client, t.server, t.tool)]
+            raise _unknown("tool", params.name, visible, "tools/list")
         request = ProxiedCall(
-            principal=principal_for_request(),
+            principal=principal,
             client=client,
             exposed_name=exposed.name,
             server=exposed.server,
@@ -333,13 +335,14 @@ def _forwarded_meta(meta: Any) -> dict[str, Any]:
 
 
 def _unknown(kind: str, name: str, available: list[str], listing: str) -> MCPError:
-    """A name the catalog does not hold is the client's protocol error (-32602), as on /mcp: nothing ran."""
+    """A name the catalog does not hold is the client's protocol error (-32602), as on /mcp: nothing ran. The name
+    is echoed only as a short prefix: a client sending a 100,000-character name does not get it back."""
     shown = ", ".join(available[:NAMES_SHOWN]) + (", ..." if len(available) > NAMES_SHOWN else "")
     return MCPError(
         INVALID_PARAMS,
-        f"Unknown {kind} {name!r}: nothing was called. {listing} shows the {kind}s the downstream servers offer"
-        + (f"; they are: {shown}." if available else "; none is available right now."),
-        data={kind: name},
+        f"Unknown {kind} {short_name(name)}: nothing was called. {listing} shows the {kind}s the downstream servers "
+        "offer" + (f"; they are: {shown}." if available else "; none is available right now."),
+        data={kind: short_name(name)},
     )
 
 

@@ -1,0 +1,170 @@
+"""The proxy under attack, as agents reach it: `semantic-saga proxy` over stdio (one process per agent, the local
+principal) or `semantic-saga serve` with SAGA_PROXY_CONFIG over Streamable HTTP (static bearer tokens), each in
+front of tests/proxy/hostile_server.py, on the test database. The agent is the official `mcp` client."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+from django.db import connections
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.distributed.workers import free_port, shared_database_url
+from tests.proxy.agent import Agent
+from tests.proxy.harness import READY_SECONDS, ROOT, stdio
+
+HOSTILE = Path(__file__).with_name("hostile_server.py")
+BIN = Path(sys.executable).parent
+TRANSPORTS = ["stdio", "http"]
+TENANT = "acme"
+TOKENS = {
+    "alice-operator-acme-token": {"principal_id": "alice", "tenant_id": TENANT, "roles": ["operator"]},
+    "olga-operator-acme-token": {"principal_id": "olga", "tenant_id": TENANT, "roles": ["operator"]},
+    "mallory-operator-globex-01": {"principal_id": "mallory", "tenant_id": "globex", "roles": ["operator"]},
+    "alice-operator-globex-token": {"principal_id": "alice", "tenant_id": "globex", "roles": ["operator"]},
+}
+ALICE, OLGA, MALLORY, ALICE_OF_GLOBEX = list(TOKENS)
+WAIT_SECONDS = 60
+
+
+def hostile(*flags: str, called: Path | None = None) -> dict[str, Any]:
+    """A config server entry for the hostile server with `flags`, recording its calls in `called`."""
+    extra = ("--called-file", str(called)) if called else ()
+    return stdio(HOSTILE, *flags, *extra)
+
+
+@dataclass
+class Guarded:
+    """One proxy under attack and its downstream's record of what reached it."""
+
+    transport: str
+    config: Path
+    called: Path
+    env: dict[str, str]
+    base: str = ""  # http: where `serve` listens
+    log: Path | None = None
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/proxy/mcp"
+
+    def calls(self) -> list[dict[str, Any]]:
+        """What reached the hostile server, in order."""
+        if not self.called.exists():
+            return []
+        return [json.loads(line) for line in self.called.read_text().splitlines() if line.strip()]
+
+    @contextlib.asynccontextmanager
+    async def agent(
+        self, token: str = ALICE, *, mode: str = "legacy", agent: Agent | None = None, **options: Any
+    ) -> AsyncIterator[Client]:
+        """An agent connected to the proxy (stdio: a `semantic-saga proxy` process of its own)."""
+        callbacks = {**(agent or Agent()).callbacks(), **options}
+        if self.transport == "stdio":
+            params = StdioServerParameters(
+                command=str(BIN / "semantic-saga"),
+                args=["proxy", "--config", str(self.config)],
+                env=self.env,
+                cwd=str(ROOT),
+            )
+            async with Client(stdio_client(params), mode=mode, cache=None, **callbacks) as client:
+                yield client
+            return
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode, cache=None, **callbacks) as client,
+        ):
+            yield client
+
+    def http(self, token: str) -> httpx.Client:
+        """A REST client of the same `serve` (http only)."""
+        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+def _env(workdir: Path, **extra: str) -> dict[str, str]:
+    tokens = workdir / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": TOKENS}))
+    return {
+        **os.environ,
+        "DATABASE_URL": shared_database_url(),
+        "SAGA_DEFAULT_TENANT": TENANT,
+        "SAGA_AUTH_MODE": "static",
+        "SAGA_AUTH_STATIC_TOKENS": str(tokens),
+        "NO_COLOR": "1",
+        **extra,
+    }
+
+
+@contextlib.contextmanager
+def guarded_proxy(
+    transport: str,
+    workdir: Path,
+    servers: dict[str, Any] | None = None,
+    *,
+    env: dict[str, str] | None = None,
+    **extra: Any,
+) -> Iterator[Guarded]:
+    """A proxy in front of `servers` (default: one hostile server "h" recording to workdir/called.jsonl), with the
+    config's other keys from `extra`. For http, `serve` runs for the block."""
+    called = workdir / "called.jsonl"
+    config = workdir / f"proxy-{time.monotonic_ns()}.json"
+    config.write_text(json.dumps({"servers": servers or {"h": hostile(called=called)}, **extra}))
+    guarded = Guarded(transport, config, called, _env(workdir, **(env or {})))
+    if transport == "stdio":
+        yield guarded
+        return
+    port = free_port()
+    guarded.base, guarded.log = f"http://127.0.0.1:{port}", workdir / "serve.log"
+    guarded.env.update(SAGA_PROXY_CONFIG=str(config), SAGA_PUBLIC_URL=guarded.base)
+    command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    with guarded.log.open("ab") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=guarded.env, stdout=out, stderr=subprocess.STDOUT)
+    guarded.procs.append(proc)
+    try:
+        _wait_healthy(guarded, proc)
+        yield guarded
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _wait_healthy(guarded: Guarded, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, guarded.log.read_text() if guarded.log else ""
+        try:
+            if httpx.get(f"{guarded.base}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the server did not become healthy:\n" + (guarded.log.read_text() if guarded.log else ""))
+
+
+def poll(find: Callable[[], Any], what: str, seconds: float = WAIT_SECONDS) -> Any:
+    """`find()` until it answers something truthy (closing this thread's database connection after each try)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            found = find()
+        finally:
+            connections.close_all()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
