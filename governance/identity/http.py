@@ -1,4 +1,9 @@
-"""Bearer authentication in front of an HTTP protocol app: one Principal per request, or a 401 challenge."""
+"""Bearer authentication in front of an HTTP protocol app: one Principal per request, or a 401 challenge.
+
+The principal is also handed to the MCP SDK the way its own auth middleware would (`scope["user"]`), so the SDK binds
+every stateful session to the tenant and principal that opened it: another principal (of any tenant) presenting
+that `Mcp-Session-Id` is answered 404 "Session not found", exactly like an unknown id, and cannot use or DELETE it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ import json
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import telemetry
@@ -37,6 +44,7 @@ class BearerAuth:
         except AuthenticationFailed as refusal:
             await self._challenge(refusal, send)
             return
+        scope["user"] = session_owner(principal)
         token = current_principal.set(principal)
         # W3C trace context from the request headers (MCP `_meta` may override it per call).
         w3c = {key: value for key in telemetry.W3C_KEYS if (value := _header(scope, key.encode()))}
@@ -61,6 +69,19 @@ class BearerAuth:
         ]
         await send({"type": "http.response.start", "status": 401, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def session_owner(principal: Principal) -> AuthenticatedUser:
+    """The principal as the MCP SDK identifies a session's owner: (client_id, issuer, subject) = (tenant, our
+    issuer, principal id). No credential is kept: the SDK compares identities, never tokens."""
+    identity = AccessToken(
+        token="",
+        client_id=principal.tenant_id,
+        scopes=sorted(principal.scopes),
+        subject=principal.principal_id,
+        claims={"iss": "semantic-saga"},
+    )
+    return AuthenticatedUser(identity)
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

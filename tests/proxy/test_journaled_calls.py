@@ -15,6 +15,7 @@ import anyio
 import pytest
 from django.conf import settings
 from django.db import connections
+from mcp.shared.exceptions import MCPError
 
 from audit.models import AuditEvent
 from governance.identity.principal import local_principal
@@ -163,15 +164,19 @@ def test_a_hidden_tool_is_left_out_of_tools_list_and_refused_if_called(tmp_path:
     config = _config(tmp_path, demo_http, tools=[{"tool": "post_tweet", "action": "hide"}])
     with serve_proxy(config, call_path=journaled) as served:
 
-        async def scenario() -> tuple[list[str], Any]:
+        async def scenario() -> tuple[list[str], MCPError]:
             async with connect(served.url, "legacy") as client:
                 names = await tool_names(client)
-                return names, await client.call_tool("post_tweet", {"text": "hello"})
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool("post_tweet", {"text": "hello"})
+                return names, refused.value
 
         names, refused = anyio.run(scenario)
 
     assert "post_tweet" not in names and "send_email" in names
-    assert refused.is_error and Step.objects.get(action="proxy.demo.post_tweet").status == "REFUSED"
+    # called anyway, it answers as a tool no server offers: nothing sent, nothing journaled
+    assert refused.code == -32602 and refused.message.startswith("Unknown tool 'post_tweet'")
+    assert not Step.objects.filter(action="proxy.demo.post_tweet").exists()
 
 
 def _sessions_once_opened() -> list[Saga]:
@@ -238,7 +243,8 @@ def test_the_sessions_a_proxy_remembers_are_bounded(tmp_path: Path, demo_http: H
         await path.aclose()
         return sorted(path.sessions)
 
-    assert anyio.run(open_three) == ["c2", "c3"]  # the least recently used is forgotten; its saga stays
+    remembered = anyio.run(open_three)  # the least recently used is forgotten; its saga stays
+    assert [key.rsplit("|", 1)[-1] for key in remembered] == ["c2", "c3"]
     assert Saga.objects.filter(metadata__has_key="proxy").count() == 3
 
 

@@ -140,7 +140,10 @@ class DurableCallPath:
     # --- sessions -------------------------------------------------------------------------------------------------
 
     async def _session(self, principal: Principal, client: ClientIdentity) -> Session:
-        key = f"{principal.principal_id}|{client.client_name or ''}" if client.stateless else client.key
+        # Keyed by tenant and principal too: a session is never found for anyone but who opened it (stateless
+        # clients of two tenants with the same principal and client name included).
+        owner = f"{principal.tenant_id}|{principal.principal_id}"
+        key = f"{owner}|{client.client_name or ''}" if client.stateless else f"{owner}|{client.key}"
         async with self._opening:
             session = self.sessions.get(key)
             now = time.monotonic()
