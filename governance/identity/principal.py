@@ -44,6 +44,22 @@ def local_principal(protocol: str = "cli", tenant_id: str = DEFAULT_TENANT) -> P
     )
 
 
+LOCAL_AGENT_ID = "local-agent"
+
+
+def local_agent(protocol: str, tenant_id: str = DEFAULT_TENANT) -> Principal:
+    """The agent a local MCP client runs behind `semantic-saga proxy`: it may call tools (each call journaled and
+    gated) but never decide a held call, which a person decides as someone else."""
+    return Principal(
+        principal_id=LOCAL_AGENT_ID,
+        tenant_id=tenant_id,
+        principal_type="agent",
+        roles=frozenset({"agent"}),
+        authenticated=True,
+        protocol=protocol,
+    )
+
+
 SYSTEM_PRINCIPAL_ID = "semantic-saga-system"
 
 

@@ -5,10 +5,14 @@ for every surface's operations, checked by sagas.operations.invoke before the ha
 selectors and kill switch for their own functions, checked again there. `authorize` names the operation only to
 say, in the refusal, what was not done.
 
-Capabilities come from roles (`viewer` < `operator` < `admin`) and from OAuth scopes
-(`semantic-saga:read|execute|admin`). When a token carries Semantic Saga scopes they are a ceiling: a user whose
-role is admin, acting through a token scoped to `semantic-saga:read`, can only read. Without such scopes the
+Capabilities come from roles (`viewer` < `agent` < `operator` < `admin`) and from OAuth scopes
+(`semantic-saga:read|call|execute|admin`). When a token carries Semantic Saga scopes they are a ceiling: a user
+whose role is admin, acting through a token scoped to `semantic-saga:read`, can only read. Without such scopes the
 roles decide alone; without roles, the scopes do.
+
+`decide` (approve or reject a node, a held proxied call included) is apart from `execute`: an `agent` (role, or a
+token scoped `semantic-saga:call`) may run sagas and call tools through the MCP proxy, but never decide anything,
+so an agent holding its own token cannot approve what it asked for.
 """
 
 from __future__ import annotations
@@ -22,22 +26,28 @@ from governance.identity.principal import Principal
 class Capability(StrEnum):
     READ = "read"
     EXECUTE = "execute"
+    DECIDE = "decide"
     ADMIN = "admin"
 
 
-READ, EXECUTE, ADMIN = Capability.READ, Capability.EXECUTE, Capability.ADMIN
+READ, EXECUTE, DECIDE, ADMIN = Capability.READ, Capability.EXECUTE, Capability.DECIDE, Capability.ADMIN
 
 ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     "viewer": frozenset({READ}),
-    "operator": frozenset({READ, EXECUTE}),
-    "admin": frozenset({READ, EXECUTE, ADMIN}),
+    "agent": frozenset({READ, EXECUTE}),
+    "operator": frozenset({READ, EXECUTE, DECIDE}),
+    "admin": frozenset({READ, EXECUTE, DECIDE, ADMIN}),
 }
+# The least role holding each capability, for refusals that say what to ask for.
+LEAST_ROLE: dict[Capability, str] = {READ: "viewer", EXECUTE: "agent", DECIDE: "operator", ADMIN: "admin"}
 SCOPE_PREFIX = "semantic-saga:"
 SCOPE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     f"{SCOPE_PREFIX}read": frozenset({READ}),
-    f"{SCOPE_PREFIX}execute": frozenset({READ, EXECUTE}),
-    f"{SCOPE_PREFIX}admin": frozenset({READ, EXECUTE, ADMIN}),
+    f"{SCOPE_PREFIX}call": frozenset({READ, EXECUTE}),
+    f"{SCOPE_PREFIX}execute": frozenset({READ, EXECUTE, DECIDE}),
+    f"{SCOPE_PREFIX}admin": frozenset({READ, EXECUTE, DECIDE, ADMIN}),
 }
+LEAST_SCOPE: dict[Capability, str] = {READ: "read", EXECUTE: "call", DECIDE: "execute", ADMIN: "admin"}
 
 
 def capabilities(principal: Principal) -> frozenset[Capability]:
@@ -62,9 +72,8 @@ def authorize(principal: Principal, needed: Capability, operation: str) -> None:
     held = ", ".join(sorted(capabilities(principal))) or "none"
     raise Forbidden(
         message=f"{principal.principal_id} may not {operation.replace('_', ' ')}: it needs the '{needed}' capability "
-        f"(role {'operator' if needed == EXECUTE else needed if needed == ADMIN else 'viewer'} or scope "
-        f"{SCOPE_PREFIX}{needed}), and this principal holds: {held}. Nothing was done. Ask an admin of your "
-        "tenant for the role, or use a token with that scope.",
+        f"(role {LEAST_ROLE[needed]} or scope {SCOPE_PREFIX}{LEAST_SCOPE[needed]}), and this principal holds: "
+        f"{held}. Nothing was done. Ask an admin of your tenant for the role, or use a token with that scope.",
         operation=operation,
         capability=str(needed),
     )

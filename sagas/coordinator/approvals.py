@@ -1,5 +1,6 @@
 """Approvals: request one for a node, decide it (approve or reject), expire it, and keep planners from approving
-their own nodes (separation of duties).
+their own nodes (separation of duties: for every node when SAGA_APPROVAL_SEPARATION_OF_DUTIES is on, and always for
+a call the MCP proxy holds, which the principal that made it may neither approve nor deny).
 
 An approval's status changes only through the guarded transition (`Tx.transition`, table APPROVAL_TRANSITIONS in
 sagas.states): PENDING -> APPROVED, REJECTED or EXPIRED, each terminal. An approval is bound to the node's pinned
@@ -19,7 +20,7 @@ from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
-from governance.identity.rbac import EXECUTE, authorize
+from governance.identity.rbac import DECIDE, authorize
 from sagas.coordinator import _graph, _policy
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._proxy_contract import is_proxied_action
@@ -69,7 +70,7 @@ def node_approve(
     """
     if not isinstance(approved, bool):
         raise InvalidInput(message="approved must be true or false.")
-    authorize(actor, EXECUTE, "approve" if approved else "reject")
+    authorize(actor, DECIDE, "approve" if approved else "reject")
     if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON_CHARS):
         raise InvalidInput(message=f"reason must be a string of at most {MAX_REASON_CHARS} characters, or null.")
     with locked_saga(saga_id, actor) as tx:
@@ -84,6 +85,8 @@ def node_approve(
         if approved:
             _check_approvable(tx, node, approval)
         else:
+            if is_proxied_action(tx.saga, node.action) and (conflict := _duty_conflict(tx, node)):
+                raise conflict
             _policy.safety_override(tx, "reject", node)
         _decide(tx, node, approval, approved=approved, reason=reason)
     return node
@@ -130,8 +133,10 @@ def _expire(tx: Tx, node: Node, approval: Approval) -> InvalidTransition:
 
 
 def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
-    """With separation of duties on, whoever planned a node may not approve it."""
-    if not settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES:
+    """Whoever planned a node may not approve it when separation of duties is on; whoever made a call the proxy
+    holds may never decide it (the agent must not approve what it asked for)."""
+    proxied = is_proxied_action(tx.saga, node.action)
+    if not (proxied or settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES):
         return None
     planner = (
         AuditEvent.objects.filter(saga_id=tx.saga.id, node_id=str(node.id), event_type=E.NODE_PLANNED)
@@ -140,6 +145,15 @@ def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
     )
     if planner != tx.actor.principal_id:
         return None
+    if proxied:
+        return Forbidden(
+            "SEPARATION_OF_DUTIES",
+            f"{tx.actor.principal_id} made the held call {node.id} ({node.action.removeprefix('proxy.')}) through "
+            "the MCP proxy, and whoever made a held call may not decide it. Nothing was changed. Another person of "
+            f"tenant {tx.saga.tenant_id} with the operator role decides it: in the console's approval queue "
+            "(/admin/sagas/saga/approvals/), over REST with their own token (POST /api/v1/sagas/<saga>/nodes/<node>/"
+            "approve/ or reject/), or with `semantic-saga approve|deny` at an interactive terminal.",
+        )
     return Forbidden(
         "SEPARATION_OF_DUTIES",
         f"{tx.actor.principal_id} planned node {node.key or node.id} and so may not approve it (separation of "

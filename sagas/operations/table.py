@@ -21,7 +21,7 @@ from sagas.operations.proxied import PROXY_OPERATIONS
 from sagas.operations.proxy_undo import PROXY_UNDO_OPERATIONS
 from sagas.operations.run_control import RUN_CONTROL_OPERATIONS
 
-R, X = Capability.READ, Capability.EXECUTE
+R, X, D = Capability.READ, Capability.EXECUTE, Capability.DECIDE
 SAGA = "sagas/<str:saga_id>/"
 NODE = SAGA + "nodes/<str:node_id>/"
 # The OpenAPI tags grouping the REST docs.
@@ -111,7 +111,7 @@ TABLE: list[Operation[Any]] = [
         "approve",
         args.ApproveArgs,
         do.approve,
-        X,
+        D,
         out.OUT_NODE,
         "Approve a node",
         "Approve (approved=true) or reject a node waiting for approval. Rejection pauses the saga in "
@@ -374,7 +374,7 @@ TABLE: list[Operation[Any]] = [
         "reject",
         args.RejectArgs,
         do.reject,
-        X,
+        D,
         out.OUT_NODE,
         "Reject a node",
         "The node becomes REJECTED, its dependants BLOCKED and the saga RECOVERY_REQUIRED: retry the node to ask "

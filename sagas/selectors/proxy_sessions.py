@@ -94,14 +94,14 @@ def _held(approval: Approval) -> HeldCall:
         saga_id=str(node.saga_id),
         tool=tool,
         server=server,
-        effect_class=_class_of(node),
+        effect_class=held_call_class(node),
         arguments=dict(node.input or {}),
         requested_at=approval.created_at,
     )
 
 
-def _class_of(node: Node) -> str:
-    # The class is in the audit of the node's planning (NODE_PLANNED data), kept payload-free.
+def held_call_class(node: Node) -> str:
+    """A held call's class: in the audit of the node's planning (NODE_PLANNED data), kept payload-free."""
     data = (
         AuditEvent.objects.filter(saga_id=node.saga_id, node_id=str(node.id), event_type=EventType.NODE_PLANNED)
         .values_list("data", flat=True)

@@ -7,7 +7,7 @@ import pytest
 
 from governance.errors import Forbidden
 from governance.identity.principal import Principal
-from governance.identity.rbac import ADMIN, EXECUTE, Capability, authorize, capabilities
+from governance.identity.rbac import ADMIN, DECIDE, EXECUTE, Capability, authorize, capabilities
 from sagas import coordinator, selectors
 from sagas.states import SagaStatus
 from tests.conftest import make_principal
@@ -33,7 +33,7 @@ def test_a_refusal_names_the_operation_the_capability_and_how_to_get_it(viewer: 
         authorize(viewer, EXECUTE, "policy_status_other_tenant")
     assert refused.value.extra == {"operation": "policy_status_other_tenant", "capability": "execute"}
     assert refused.value.message.startswith("vera may not policy status other tenant: it needs the 'execute'")
-    assert "role operator or scope semantic-saga:execute" in refused.value.message
+    assert "role agent or scope semantic-saga:call" in refused.value.message
     assert "this principal holds: read" in refused.value.message
 
 
@@ -58,6 +58,19 @@ def test_scopes_are_a_ceiling_on_roles():
     assert capabilities(admin_with_read_token) == {Capability.READ}
     with pytest.raises(Forbidden):
         authorize(admin_with_read_token, EXECUTE, "commit")
+
+
+def test_an_agent_executes_but_never_decides():
+    for agent in (
+        make_principal("ava", "acme", "agent"),
+        _with_scopes(make_principal("bot", "acme"), "semantic-saga:call"),
+    ):
+        assert capabilities(agent) == {Capability.READ, Capability.EXECUTE}
+        authorize(agent, EXECUTE, "run")
+        with pytest.raises(Forbidden) as refused:
+            authorize(agent, DECIDE, "approve")
+        assert "role operator or scope semantic-saga:execute" in refused.value.message
+    assert DECIDE in capabilities(make_principal("olga", "acme", "operator"))
 
 
 def test_scopes_alone_grant_their_capability():

@@ -17,10 +17,12 @@ from sagas.operations.table import OPERATIONS, TABLE
 from tests.conftest import make_principal
 from tests.operations.arguments import minimal_arguments
 
-# One principal lacking each capability: a viewer cannot execute, a principal without roles cannot read.
+# One principal lacking each capability: a viewer cannot execute, an agent cannot decide, a principal without roles
+# cannot read.
 LACKING = {
     Capability.READ: make_principal("nobody", "acme"),
     Capability.EXECUTE: make_principal("vera", "acme", "viewer"),
+    Capability.DECIDE: make_principal("ava", "acme", "agent"),
     Capability.ADMIN: make_principal("alice", "acme", "operator"),
 }
 

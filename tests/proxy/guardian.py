@@ -35,8 +35,9 @@ TOKENS = {
     "olga-operator-acme-token": {"principal_id": "olga", "tenant_id": TENANT, "roles": ["operator"]},
     "mallory-operator-globex-01": {"principal_id": "mallory", "tenant_id": "globex", "roles": ["operator"]},
     "alice-operator-globex-token": {"principal_id": "alice", "tenant_id": "globex", "roles": ["operator"]},
+    "ava-agent-acme-token-0001": {"principal_id": "ava", "tenant_id": TENANT, "roles": ["agent"]},
 }
-ALICE, OLGA, MALLORY, ALICE_OF_GLOBEX = list(TOKENS)
+ALICE, OLGA, MALLORY, ALICE_OF_GLOBEX, AVA = list(TOKENS)
 WAIT_SECONDS = 60
 
 
@@ -154,6 +155,13 @@ def _wait_healthy(guarded: Guarded, proc: subprocess.Popen[bytes]) -> None:
             pass
         time.sleep(0.1)
     raise AssertionError("the server did not become healthy:\n" + (guarded.log.read_text() if guarded.log else ""))
+
+
+def held_node(status: str = "WAITING_APPROVAL") -> Any:
+    """The held call's node, once there is one in `status` (polled)."""
+    from sagas.models import Node
+
+    return poll(lambda: Node.objects.filter(key__startswith="proxy-call-", status=status).first(), f"a {status} call")
 
 
 def poll(find: Callable[[], Any], what: str, seconds: float = WAIT_SECONDS) -> Any:

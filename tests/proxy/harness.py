@@ -20,7 +20,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from governance.identity.principal import Principal, local_principal
+from governance.identity.principal import Principal, local_agent
 from sagas.protocols.proxy.config import load_proxy_config
 from sagas.protocols.proxy.downstream import Timing
 from sagas.protocols.proxy.runtime import CallPathFactory, Proxy, build_proxy, forwarding
@@ -108,8 +108,8 @@ def serve_proxy(
     call_path: CallPathFactory = forwarding,
     principal: Principal | None = None,
 ) -> Iterator[ServedProxy]:
-    """Every request is `principal`'s (default: the local operator of tenant acme)."""
-    principal = principal or local_principal(protocol="test", tenant_id="acme")
+    """Every request is `principal`'s (default: the local agent of tenant acme, as `semantic-saga proxy` acts)."""
+    principal = principal or local_agent(protocol="test", tenant_id="acme")
     proxy = build_proxy(load_proxy_config(config_path), lambda: principal, timing=FAST, call_path=call_path)
     if page_size is not None:
         proxy.server.page_size = page_size

@@ -34,6 +34,7 @@ from tests.distributed.workers import shared_database_url
 from tests.proxy import task_agent as tasks
 from tests.proxy.agent import MODES, text
 from tests.proxy.harness import ROOT, HttpDownstream, ServedProxy, config_file, serve_proxy
+from tests.proxy.terminal import at_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIN = Path(sys.executable).parent
@@ -134,7 +135,7 @@ def test_semantic_saga_approve_completes_the_task_and_tasks_get_inlines_the_resu
         async with Agent(proxy, "auto") as client:
             created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
             node = await _in_thread(_held_node)
-            approved = await anyio.to_thread.run_sync(lambda: _cli("approve", str(node.id), "--by", "oscar"))
+            approved = await anyio.to_thread.run_sync(lambda: at_terminal("approve", str(node.id), "--by", "oscar"))
             return created, approved, await tasks.wait_until_ended(client, created["taskId"])
 
     _, approved, ended = anyio.run(scenario)
@@ -151,7 +152,9 @@ def test_a_denied_task_answers_the_refusal_and_nothing_is_sent(proxy: ServedProx
             before = await _calls(client)
             created = await tasks.call_as_task(client, "transfer_funds", TRANSFER)
             node = await _in_thread(_held_node)
-            assert (await anyio.to_thread.run_sync(lambda: _cli("deny", str(node.id), "--by", "dora"))).returncode == 0
+            assert (
+                await anyio.to_thread.run_sync(lambda: at_terminal("deny", str(node.id), "--by", "dora"))
+            ).returncode == 0
             answer = await tasks.task_result(client, created["taskId"])
             return answer, (await _calls(client))[len(before) :]
 
@@ -226,7 +229,7 @@ def test_a_task_left_by_a_stopped_proxy_is_finished_by_the_next(tmp_path: Path, 
     with serve_proxy(config, call_path=journaled) as first:
         task_id, before = anyio.run(create, first)
     # the first proxy process is gone; the operator approves meanwhile
-    assert _cli("approve", str(_held_node().id), "--by", "oscar").returncode == 0
+    assert at_terminal("approve", str(_held_node().id), "--by", "oscar").returncode == 0
 
     async def finish(served: ServedProxy) -> tuple[Any, list[str]]:
         async with Agent(served, "legacy") as client:
@@ -254,7 +257,7 @@ def test_a_2025_task_asked_for_a_call_that_is_not_held_is_born_completed(proxy: 
 def test_the_official_client_resolves_a_2026_task_by_itself(proxy: ServedProxy):
     def operator() -> None:
         node = _wait_for_node("WAITING_APPROVAL")
-        assert _cli("approve", str(node.id)).returncode == 0
+        assert at_terminal("approve", str(node.id)).returncode == 0
 
     async def scenario() -> Any:
         async with Agent(proxy, "auto") as client, anyio.create_task_group() as group:
@@ -286,7 +289,7 @@ def test_a_client_without_tasks_keeps_the_blocking_hold(proxy: ServedProxy, mode
     seen: dict[str, Any] = {}
 
     def operator() -> None:
-        seen["approve"] = _cli("approve", str(_wait_for_node("WAITING_APPROVAL").id))
+        seen["approve"] = at_terminal("approve", str(_wait_for_node("WAITING_APPROVAL").id))
 
     async def scenario() -> tuple[Any, Any, Any]:
         from tests.proxy.agent import connect
@@ -339,7 +342,7 @@ def test_cancel_does_not_interrupt_a_call_already_sent(tmp_path: Path, mode: str
             async with Agent(served, mode) as client:
                 created = await tasks.call_as_task(client, "hang", {"job": "backup"})
                 node = await _in_thread(_held_node)
-                assert (await anyio.to_thread.run_sync(lambda: _cli("approve", str(node.id)))).returncode == 0
+                assert (await anyio.to_thread.run_sync(lambda: at_terminal("approve", str(node.id)))).returncode == 0
                 await _in_thread(lambda: _wait_for_node("EXECUTING"))  # released and sent: it never answers
                 try:
                     refusal: Any = await tasks.cancel_task(client, created["taskId"])

@@ -29,6 +29,7 @@ from tests.approvals import console_operator
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import connect, text
 from tests.proxy.harness import ROOT, HttpDownstream, config_file, serve_proxy
+from tests.proxy.terminal import at_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIN = Path(sys.executable).parent
@@ -95,7 +96,7 @@ def test_pending_lists_the_held_call_and_approve_releases_it(tmp_path: Path, dem
     def operator() -> None:
         node = _wait_for(_held, "the call to be held")
         seen["pending"] = _cli("pending")
-        seen["approve"] = _cli("approve", str(node.id), "--by", "oscar")
+        seen["approve"] = at_terminal("approve", str(node.id), "--by", "oscar")
 
     answer, sent = _transfer_while(tmp_path, demo_http, operator)
 
@@ -111,7 +112,7 @@ def test_pending_lists_the_held_call_and_approve_releases_it(tmp_path: Path, dem
 def test_deny_answers_the_agent_and_nothing_is_forwarded(tmp_path: Path, demo_http: HttpDownstream):
     def operator() -> None:
         node = _wait_for(_held, "the call to be held")
-        assert _cli("deny", str(node.id), "--by", "dora").returncode == 0
+        assert at_terminal("deny", str(node.id), "--by", "dora").returncode == 0
 
     answer, sent = _transfer_while(tmp_path, demo_http, operator)
 
@@ -182,18 +183,11 @@ def test_another_tenant_neither_sees_nor_decides_a_held_call(
                 attempt()
             except ServiceError as refused:
                 seen.setdefault("refusals", []).append(refused.code)
-        seen["cli"] = subprocess.run(
-            [str(BIN / "semantic-saga"), "approve", str(node.id)],
-            env={**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "globex"},
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=WAIT_SECONDS,
-        )
-        _cli("deny", str(node.id))  # the owner tenant ends it
+        seen["cli"] = at_terminal("approve", str(node.id), tenant="globex")
+        at_terminal("deny", str(node.id))  # the owner tenant ends it
 
     answer, sent = _transfer_while(tmp_path, demo_http, operator)
 
     assert seen["queue"] == [] and seen["refusals"] == ["SAGA_NOT_FOUND", "SAGA_NOT_FOUND"]
-    assert seen["cli"].returncode != 0 and "HELD_CALL_NOT_FOUND" in seen["cli"].stderr
+    assert seen["cli"].returncode != 0 and "HELD_CALL_NOT_FOUND" in seen["cli"].stdout
     assert answer.is_error and sent == []

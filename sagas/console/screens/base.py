@@ -23,7 +23,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from governance.errors import ServiceError
 from governance.identity.operators import principal_for_user
 from governance.identity.principal import Principal
-from governance.identity.rbac import EXECUTE, can
+from governance.identity.rbac import DECIDE, EXECUTE, can
 from sagas.errors import NotFound
 from sagas.models import Saga
 
@@ -94,5 +94,7 @@ class SagaScreens(ConsoleScreens):
         self, request: HttpRequest, principal: Principal, template: str, title: str, **extra: Any
     ) -> TemplateResponse:
         # Buttons follow the role; the coordinator checks again, so a forged POST is refused all the same.
-        can_execute = can(principal, EXECUTE)
-        return self.page(request, template, title, principal=principal, can_execute=can_execute, **extra)
+        can_execute, can_decide = can(principal, EXECUTE), can(principal, DECIDE)
+        return self.page(
+            request, template, title, principal=principal, can_execute=can_execute, can_decide=can_decide, **extra
+        )

@@ -1,7 +1,8 @@
 """`semantic-saga proxy --config FILE [--preview]`: the MCP proxy over stdio for a local client (Claude Code,
 Claude Desktop), in front of the downstream servers the configuration names.
 
-As `semantic-saga mcp`, there is no token: the process acts as the local operator (admin of SAGA_DEFAULT_TENANT).
+There is no token: the process acts as the local agent of SAGA_DEFAULT_TENANT (role `agent`: it calls tools, and
+never decides a held call; a person does, as someone else: governance.identity.principal.local_agent).
 Logs, and the stderr of stdio downstream servers, go to stderr so they never corrupt the protocol stream.
 """
 
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from mcp.server.stdio import stdio_server
 
-from governance.identity.principal import local_principal
+from governance.identity.principal import local_agent
 from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.proxy.catalog import NameCollision
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
@@ -47,7 +48,7 @@ class Command(BaseCommand):
             raise CommandError(problem.message) from None
         if options["preview"]:
             config = dataclasses.replace(config, preview=True)
-        principal = local_principal(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
+        principal = local_agent(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
         proxy = build_proxy(config, lambda: principal, call_path=journaled)
         try:
             anyio.run(self._serve, proxy)

@@ -1,0 +1,139 @@
+"""Who may decide a held call: never the principal that made it. Over HTTP an operator whose token made the call is
+refused by REST (approve and reject) and by /mcp's approve_saga_step, naming who may decide instead, and another
+operator's approval sends it; an agent-role token may call but decide nothing. Over stdio the local agent's call
+is decided only by a person at a terminal: `semantic-saga approve` run without one is refused, and nothing runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from sagas.models import Node
+from tests.distributed.workers import shared_database_url
+from tests.proxy.agent import text
+from tests.proxy.guardian import ALICE, AVA, OLGA, Guarded, guarded_proxy, held_node
+from tests.proxy.terminal import ROOT, at_terminal
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _purge_while(guarded: Guarded, token: str, decide: Any) -> Any:
+    """The agent (`token`) calls purge_cache (class I: held) while `decide(node)` runs in a thread; its answer."""
+
+    async def scenario() -> Any:
+        async with guarded.agent(token) as client, anyio.create_task_group() as group:
+            answer: dict[str, Any] = {}
+
+            async def call() -> None:
+                answer["result"] = await client.call_tool("purge_cache", {"scope": "all"})
+
+            group.start_soon(call)
+            node = await anyio.to_thread.run_sync(held_node)
+            await anyio.to_thread.run_sync(decide, node)
+        return answer["result"]
+
+    return anyio.run(scenario)
+
+
+def test_over_http_the_caller_may_not_decide_its_own_held_call_and_another_operator_may(tmp_path: Path):
+    seen: dict[str, Any] = {}
+
+    def decide(node: Node) -> None:
+        path = f"/api/v1/sagas/{node.saga_id}/nodes/{node.id}"
+        with guarded.http(ALICE) as alice, guarded.http(OLGA) as olga:
+            seen["queue"] = alice.get("/api/v1/approvals/").json()["approvals"]
+            seen["approve"] = alice.post(f"{path}/approve/", json={})
+            seen["reject"] = alice.post(f"{path}/reject/", json={"reason": "my own"})
+            seen["tool"] = _mcp_tool(guarded, ALICE, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
+            seen["olga"] = olga.post(f"{path}/approve/", json={})
+
+    with guarded_proxy("http", tmp_path) as guarded:
+        answer = _purge_while(guarded, ALICE, decide)
+
+    assert [item["id"] for item in seen["queue"]] == [str(Node.objects.get().id)]  # she sees it waiting
+    for refusal in (seen["approve"], seen["reject"]):
+        error = refusal.json()["error"]
+        assert refusal.status_code == 403 and error["code"] == "SEPARATION_OF_DUTIES"
+        assert "may not decide it" in error["message"] and "Another person of tenant acme" in error["message"]
+    assert seen["tool"]["isError"] and "SEPARATION_OF_DUTIES" in seen["tool"]["content"][0]["text"]
+    assert seen["olga"].status_code == 200
+    assert not answer.is_error and "purge_cache" in text(answer)
+    assert [call["tool"] for call in guarded.calls()] == ["purge_cache"]
+    assert Node.objects.get().approvals.get().decided_by == "olga"
+
+
+def test_an_agent_role_may_call_but_never_decide(tmp_path: Path):
+    seen: dict[str, Any] = {}
+
+    def decide(node: Node) -> None:
+        with guarded.http(AVA) as ava, guarded.http(OLGA) as olga:
+            seen["ava"] = ava.post(f"/api/v1/sagas/{node.saga_id}/nodes/{node.id}/approve/", json={})
+            olga.post(f"/api/v1/sagas/{node.saga_id}/nodes/{node.id}/reject/", json={"reason": "not today"})
+
+    with guarded_proxy("http", tmp_path) as guarded:
+        answer = _purge_while(guarded, AVA, decide)
+
+    error = seen["ava"].json()["error"]
+    assert seen["ava"].status_code == 403 and error["code"] == "FORBIDDEN" and "'decide' capability" in error["message"]
+    assert answer.is_error and "olga denied it" in text(answer) and guarded.calls() == []
+
+
+def test_over_stdio_only_a_person_at_a_terminal_decides(tmp_path: Path):
+    seen: dict[str, Any] = {}
+
+    def decide(node: Node) -> None:
+        seen["piped"] = _piped("approve", str(node.id))
+        seen["as_agent"] = at_terminal("approve", str(node.id), "--by", "local-agent")
+        seen["typed_no"] = at_terminal("approve", str(node.id), answer="no")
+        seen["person"] = at_terminal("approve", str(node.id), "--by", "olga")
+
+    with guarded_proxy("stdio", tmp_path) as guarded:
+        answer = _purge_while(guarded, ALICE, decide)
+
+    assert seen["piped"].returncode != 0 and "only at an interactive terminal" in seen["piped"].stderr
+    assert (
+        "SEPARATION_OF_DUTIES" in seen["as_agent"].stdout
+        and "local-agent made the held call" in seen["as_agent"].stdout
+    )
+    assert seen["typed_no"].returncode != 0 and "Nothing was decided" in seen["typed_no"].stdout
+    assert seen["person"].returncode == 0, seen["person"].stdout
+    assert "Type yes to approve it" in seen["person"].stdout and "(class I)" in seen["person"].stdout
+    assert not answer.is_error and [call["tool"] for call in guarded.calls()] == ["purge_cache"]
+    assert Node.objects.get().approvals.get().decided_by == "olga"
+
+
+def _piped(*args: str) -> Any:
+    env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "acme", "NO_COLOR": "1"}
+    command = [str(Path(sys.executable).parent / "semantic-saga"), *args]
+    return subprocess.run(command, env=env, cwd=ROOT, input="yes\n", capture_output=True, text=True, timeout=60)
+
+
+def _mcp_tool(guarded: Guarded, token: str, arguments: dict[str, Any]) -> Any:
+    """approve_saga_step on the same server's /mcp, stateless (2026-07-28, one POST)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "approve_saga_step", "arguments": arguments, "_meta": meta},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "approve_saga_step",
+    }
+    answer = httpx.post(f"{guarded.base}/mcp", json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["result"]
