@@ -195,6 +195,9 @@ class Approval(models.Model):
     decided_by = models.CharField(max_length=200, blank=True, default="")
     reason = models.TextField(null=True, blank=True)  # noqa: DJ001 - null = no reason given (distinct from "")
     definition_hash = models.CharField(max_length=64)
+    # The contract snapshot the approval binds, when no registry row holds it: a held proxied call's (derived from
+    # the downstream tool's definition), so an approver sees what would run and the call can be journaled later.
+    snapshot = models.JSONField(null=True, blank=True)
     input_digest = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)

@@ -1,5 +1,5 @@
-"""What the proxied-call functions share: the answer the proxy acts on (`Begun`), the REFUSED step of a call that
-is not sent, and the facts said to the agent and to the audit chain."""
+"""What the proxied-call functions share: the answer the proxy acts on (`Begun`) and the REFUSED step of a call that
+is not sent."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from sagas.coordinator._tx import Tx
 from sagas.models import Node
 from sagas.states import StepStatus
 
-# Leases this process keeps alive while a proxied call is out on the proxy's event loop, by step id.
+# Leases this process keeps alive while a proxied call is out on the proxy's event loop (by step id), or while a
+# held call waits on an open request (by node id).
 KEPT_LEASES: dict[uuid.UUID, int] = {}
 
 
@@ -40,14 +41,16 @@ def refuse(
     code: str,
     reason: str,
     facts: dict[str, Any],
+    audit: dict[str, Any],
     node: Node | None = None,
 ) -> Begun:
-    """Journal a call that is not sent: a REFUSED step (linked to its held node, if any). Audit STEP_REFUSED."""
+    """Journal a call that is not sent: a REFUSED step (linked to its held node, if any). Audit STEP_REFUSED with
+    `audit` (payload-free); `facts` are what the agent is told."""
     error = {"code": code, "message": reason, "uncertain": False, "sent": False}
     step = journal_step(tx, pinned, arguments, node, status=StepStatus.REFUSED, attempts=0, error=error)
     if node is not None:
         tx.update(node, step=step)
-    tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit_facts(facts)})
+    tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit})
     return Begun(
         "refused",
         str(tx.saga.id),
@@ -59,12 +62,10 @@ def refuse(
     )
 
 
-def gate_facts(call: dict[str, Any]) -> dict[str, Any]:
-    """The gate facts an agent's client sees in `_meta` when its call does not run as asked."""
-    keys = ("server", "tool", "class", "class_source", "gate", "gate_source", "gate_reason")
-    return {key: call.get(key, "") for key in keys}
-
-
-def audit_facts(call: dict[str, Any]) -> dict[str, Any]:
-    """Payload-free facts for the audit chain (no arguments, no results)."""
-    return {key: call[key] for key in ("server", "tool", "class", "class_source", "gate") if key in call}
+def pinned_facts(section: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(what the agent is told, what the audit keeps) from a snapshot's `proxy` section, for a call whose proxy is
+    gone (only what was pinned is known)."""
+    told: dict[str, Any] = {key: section.get(key, "") for key in ("server", "tool", "class", "class_source", "gate")}
+    told.update(gate_source=section.get("gate_source", ""), gate_reason=section.get("gate_reason", ""))
+    audit: dict[str, Any] = {k: section[k] for k in ("server", "tool", "class", "class_source", "gate") if k in section}
+    return told, audit

@@ -8,9 +8,10 @@ section keeping what the Sagaz vocabulary says about the call (docs/proxy.md, "H
      "server": <the downstream's server block, secret references unresolved>,
      "execution_policy": {"forward": {"max_attempts": 1}, "failure_mode": "pause", "idempotent": false},
      "compensation"/"capture": <from the pack entry or kind: mcp contract declaring the inverse, for class R>,
-     "proxy": {"server", "tool", "exposed_name", "tool_definition_hash", "definition_changed",
-               "session_definition_hash", "class", "class_source", "class_reason", "gate", "gate_source",
-               "gate_reason", "inverse_source", "method" (resources/read or prompts/get: a read by the protocol)}}
+     "proxy": {"server", "tool", "exposed_name", "tool_definition_hash", "pinned_definition_hash",
+               "definition_changed", "definition_changes", "class", "class_source", "class_reason", "gate",
+               "gate_source", "gate_reason", "inverse_source", "method" (resources/read or prompts/get: a read by the
+               protocol)}}
 
 The contract part (everything but `proxy`) is validated with registry.contracts.validate_contract; the step's
 `action_definition_hash` is the hash of the whole snapshot, so a later undo from another process reconnects through
@@ -26,7 +27,6 @@ again (sagas.coordinator.recovery).
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Any
 
@@ -36,6 +36,7 @@ from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.coordinator._actions import Pinned
 from sagas.errors import InvalidInput
 from sagas.models import Saga
+from sagas.proxied_facts import CallFacts
 
 PROXY_ACTION_PREFIX = "proxy."
 # The saga metadata key describing a proxy session (client, config, era); what makes one is Saga.kind.
@@ -56,38 +57,38 @@ def action_id(server: str, tool: str) -> str:
     return _NOT_IN_ID.sub("_", f"{PROXY_ACTION_PREFIX}{server}.{tool}")[:_LABEL_LIMIT]
 
 
-def snapshot(call: dict[str, Any]) -> Pinned:
+def snapshot(call: CallFacts) -> Pinned:
     """The pinned snapshot of one proxied call's tool (cached: a session calls the same tools again and again)."""
-    return _snapshot(json.dumps(call, sort_keys=True, separators=(",", ":")))
+    return _snapshot(call.model_dump_json())
 
 
 @functools.lru_cache(maxsize=512)
 def _snapshot(call_json: str) -> Pinned:
-    call = json.loads(call_json)
+    call = CallFacts.model_validate_json(call_json)
     contract = _contract(call)
     try:
-        validate_contract(contract, f"proxy.{call['server']}.{call['tool']}")
+        validate_contract(contract, f"proxy.{call.server}.{call.tool}")
     except RegistryError as invalid:
         raise InvalidInput(
             "PROXIED_CONTRACT_INVALID",
-            f"The contract derived from {call['server']}/{call['tool']} does not validate: {invalid.message} "
+            f"The contract derived from {call.server}/{call.tool[:64]} does not validate: {invalid.message} "
             "Nothing was sent. Fix the downstream tool's inputSchema, or the pack or contract declaring its inverse.",
         ) from invalid
     pinned = {**contract, "proxy": _proxy_section(call)}
     return Pinned(contract["id"], contract["version"], definition_hash(pinned), pinned)
 
 
-def _contract(call: dict[str, Any]) -> dict[str, Any]:
-    server, tool, effect_class = str(call["server"]), str(call["tool"]), str(call["class"])
-    inverse = call.get("inverse") or {}
+def _contract(call: CallFacts) -> dict[str, Any]:
+    server, tool, effect_class = call.server, call.tool, call.effect_class
+    inverse = call.inverse
     reversible = effect_class == "R" and "compensation" in inverse
     reversibility = CLASS_REVERSIBILITY.get(effect_class, "unknown")
     if effect_class == "R" and not reversible:
         reversibility = "unknown"
-    definition = call["definition"]
+    definition = call.definition
     contract: dict[str, Any] = {
         "id": action_id(server, tool),
-        "version": f"0.0.0+{str(call['definition_hash'])[:16]}",
+        "version": f"0.0.0+{call.definition_hash[:16]}",
         "kind": "mcp",
         "description": str(definition.get("description") or f"{tool} on {server}, through the proxy")[
             :_DESCRIPTION_LIMIT
@@ -101,7 +102,7 @@ def _contract(call: dict[str, Any]) -> dict[str, Any]:
         },
         "input_schema": definition.get("inputSchema") or {"type": "object"},
         "forward": {"tool": tool, "arguments": "${input}"},
-        "server": call["server_block"],
+        "server": call.server_block,
         "execution_policy": _EXECUTION_POLICY,
     }
     if reversible:
@@ -111,26 +112,24 @@ def _contract(call: dict[str, Any]) -> dict[str, Any]:
     return contract
 
 
-def _proxy_section(call: dict[str, Any]) -> dict[str, Any]:
-    keys = (
-        "server",
-        "tool",
-        "exposed_name",
-        "definition_hash",
-        "session_definition_hash",
-        "class",
-        "class_source",
-        "class_reason",
-        "gate",
-        "gate_source",
-        "gate_reason",
-        "inverse_source",
-    )
-    section = {key: call.get(key, "") for key in keys}
-    section["tool_definition_hash"] = section.pop("definition_hash")
-    section["definition_changed"] = bool(
-        call.get("session_definition_hash") and call["session_definition_hash"] != call["definition_hash"]
-    )
-    if call.get("method"):  # a read by the protocol (resources/read, prompts/get), not a tools/call
-        section["method"] = str(call["method"])
+def _proxy_section(call: CallFacts) -> dict[str, Any]:
+    section: dict[str, Any] = {
+        "server": call.server,
+        "tool": call.tool,
+        "exposed_name": call.exposed_name,
+        "tool_definition_hash": call.definition_hash,
+        "pinned_definition_hash": call.pinned_definition_hash,
+        "definition_changed": call.definition_changed,
+        "class": call.effect_class,
+        "class_source": call.class_source,
+        "class_reason": call.class_reason,
+        "gate": call.gate,
+        "gate_source": call.gate_source,
+        "gate_reason": call.gate_reason,
+        "inverse_source": call.inverse_source,
+    }
+    if call.definition_changes:
+        section["definition_changes"] = list(call.definition_changes)
+    if call.method:  # a read by the protocol (resources/read, prompts/get), not a tools/call
+        section["method"] = call.method
     return section

@@ -11,6 +11,7 @@ another contract or input. The reason text is stored on the approval only, never
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -33,18 +34,27 @@ from sagas.states import RECOVERABLE_SAGA_STATES, ApprovalStatus, NodeStatus, Sa
 MAX_REASON_CHARS = 4000
 
 
-def request_approval(tx: Tx, node: Node, requested_by: str, *, expires_in: float | None = None) -> Approval:
+def request_approval(
+    tx: Tx,
+    node: Node,
+    requested_by: str,
+    *,
+    expires_in: float | None = None,
+    snapshot: dict[str, Any] | None = None,
+) -> Approval:
     """A PENDING approval for `node`, bound to its contract hash and input digest. Audit APPROVAL_REQUESTED.
 
     `requested_by` says why: `contract`, `caller`, `policy:<rule ids>`, `retry` or `proxy:<gate source>`
     (sagas.selectors.approvals reads these back for the approver). `expires_in` (seconds) overrides the configured
-    time to live (a proxied call's confirm timeout).
+    time to live (a proxied call's confirm timeout). `snapshot` is the contract snapshot the approval binds when no
+    registry row holds it (a proxied call's, derived from the downstream tool).
     """
     ttl = settings.SAGA_APPROVAL_TTL_SECONDS if expires_in is None else expires_in
     approval = Approval.objects.create(
         node=node,
         requested_by=requested_by,
         definition_hash=node.action_definition_hash,
+        snapshot=snapshot,
         input_digest=input_digest(node.input),
         expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
     )

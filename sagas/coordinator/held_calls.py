@@ -15,6 +15,7 @@ The executor never claims such a node (sagas.coordinator.node_attempts): the pro
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.utils import timezone
@@ -26,13 +27,14 @@ from sagas.coordinator import _policy
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
 from sagas.coordinator._guards import find_node
-from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, audit_facts, gate_facts, refuse
+from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
 from sagas.coordinator._proxy_contract import is_proxied_action, snapshot
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
-from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, worker_id
+from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node
+from sagas.proxied_facts import CallFacts
 from sagas.selectors.approvals import input_digest
 from sagas.states import ApprovalStatus, NodeStatus, StepStatus
 
@@ -43,9 +45,10 @@ WHY = {
 }
 
 
-def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], *, requested_by: str) -> Begun:
-    """The held form of a call: a WAITING_APPROVAL node and its PENDING approval. Audit NODE_PLANNED,
-    APPROVAL_REQUESTED."""
+def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, *, requested_by: str) -> Begun:
+    """The held form of a call: a WAITING_APPROVAL node and its PENDING approval (keeping the snapshot it binds, so
+    an approver sees the definition and a call whose proxy is gone can still be journaled). A call held on an open
+    request is leased to this process (held_as="request"). Audit NODE_PLANNED, APPROVAL_REQUESTED."""
     node = Node(
         saga=tx.saga,
         key=f"proxy-call-{tx.saga.next_position}",
@@ -57,23 +60,28 @@ def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any]
         status=NodeStatus.WAITING_APPROVAL,
         approval_required=True,
     )
+    if call.held_as == "request":
+        node.lease_owner = worker_id()
+        node.lease_expires_at = lease_deadline()
     node.save(force_insert=True)
     tx.update(tx.saga, next_position=tx.saga.next_position + 1)
-    tx.record(E.NODE_PLANNED, node=node, status=node.status, data={"key": node.key, **audit_facts(call)})
-    timeout = float(call.get("confirm_timeout_seconds") or 120.0)
-    approval = request_approval(tx, node, requested_by, expires_in=timeout)
-    facts = {**gate_facts(call), "approval_id": str(approval.id), "call_id": str(node.id)}
+    tx.record(E.NODE_PLANNED, node=node, status=node.status, data={"key": node.key, **call.audit_facts()})
+    approval = request_approval(
+        tx, node, requested_by, expires_in=call.confirm_timeout_seconds, snapshot=pinned.definition
+    )
+    facts = {**call.gate_facts(), "approval_id": str(approval.id), "call_id": str(node.id)}
     return Begun("held", str(tx.saga.id), node_id=str(node.id), facts=facts)
 
 
 def proxied_call_release(
-    *, actor: Principal, saga_id: object, node_id: object, call: dict[str, Any], arguments: dict[str, Any]
+    *, actor: Principal, saga_id: object, node_id: object, call: CallFacts, arguments: dict[str, Any]
 ) -> Begun:
     """Start an approved held call: the node READY after its approval becomes EXECUTING under a fresh lease, with its
     step EXECUTING, before the proxy forwards it. The approval must bind this snapshot and these exact arguments.
     A kill switch engaged meanwhile refuses it (step REFUSED, node FAILED). Audit STEP_STARTED."""
     authorize(actor, EXECUTE, "execute")
     pinned = snapshot(call)
+    _stop_keeping(node_id)
     with locked_saga(saga_id, actor) as tx:
         node = _held_node(tx, node_id)
         if node.status != NodeStatus.READY:
@@ -83,7 +91,7 @@ def proxied_call_release(
             )
         if not _binds(node, pinned, arguments):
             return _end(tx, node, pinned, arguments, call, "APPROVAL_NOT_BINDING", "its approval binds another call")
-        if stop := _policy.kill_switch_stop(tx, f"calling {call['tool']} on {call['server']}", node):
+        if stop := _policy.kill_switch_stop(tx, f"calling {call.tool} on {call.server}", node):
             return _end(tx, node, pinned, arguments, call, "KILL_SWITCH_ENGAGED", stop.message)
         fence = node.fence_token + 1
         tx.transition(
@@ -96,14 +104,14 @@ def proxied_call_release(
         )
         step = new_step(tx, pinned, arguments, node, fence)
         tx.update(node, step=step)
-        tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit_facts(call)})
+        tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **call.audit_facts()})
     begun = Begun("forward", str(tx.saga.id), step_id=str(step.id), node_id=str(node.id), fence=fence)
     KEPT_LEASES[step.id] = keep_alive(LeaseRef(Node, node.id, fence))
     return begun
 
 
 def proxied_call_withdraw(
-    *, actor: Principal, saga_id: object, node_id: object, why: str, call: dict[str, Any], arguments: dict[str, Any]
+    *, actor: Principal, saga_id: object, node_id: object, why: str, call: CallFacts, arguments: dict[str, Any]
 ) -> Begun:
     """Journal a held call that will not be sent: denied by an operator (`why="denied"`, the node already
     REJECTED), timed out (`"timeout"`: approval EXPIRED) or cancelled by its client's disconnect
@@ -113,6 +121,7 @@ def proxied_call_withdraw(
     if why not in ("denied", *WHY):
         raise InvalidInput(message="why must be denied, timeout, disconnected or cancelled.")
     pinned = snapshot(call)
+    _stop_keeping(node_id)
     with locked_saga(saga_id, actor) as tx:
         node = _held_node(tx, node_id)
         if node.step_id is not None:  # already journaled (a second withdraw, or it ran): nothing more to say
@@ -154,12 +163,24 @@ def _refusal(node: Node, why: str) -> tuple[str, str]:
 
 
 def _end(
-    tx: Tx, node: Node, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], code: str, reason: str
+    tx: Tx, node: Node, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, code: str, reason: str
 ) -> Begun:
     if node.status == NodeStatus.READY:
         tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error={"code": code, "message": reason})
-    facts = {**gate_facts(call), "call_id": str(node.id)}
-    return refuse(tx, pinned, arguments, code=code, reason=reason, facts=facts, node=node)
+    if node.lease_owner:
+        tx.update(node, lease_owner="", lease_expires_at=None)
+    facts = {**call.gate_facts(), "call_id": str(node.id)}
+    return refuse(tx, pinned, arguments, code=code, reason=reason, facts=facts, audit=call.audit_facts(), node=node)
+
+
+def _stop_keeping(node_id: object) -> None:
+    """This process no longer holds the call on an open request: its lease is let go (released or withdrawn)."""
+    try:
+        handle = KEPT_LEASES.pop(uuid.UUID(str(node_id)), None)
+    except ValueError:
+        return
+    if handle is not None:
+        let_go(handle)
 
 
 def _held_node(tx: Tx, node_id: object) -> Node:

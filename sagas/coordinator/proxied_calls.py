@@ -1,7 +1,7 @@
 """Proxied calls: every tools/call an agent makes through the MCP proxy is a journaled step of its session's saga.
 
-A client session is a saga whose `metadata.proxy` says so (`proxy_session_open`). A call is begun
-(`proxied_call_begin`) in one transaction that decides, in this order, and journals what it decided:
+A client session is a saga of kind PROXY_SESSION (`proxy_session_open`), its `metadata.proxy` saying what it is. A
+call is begun (`proxied_call_begin`) in one transaction that decides, in this order, and journals what it decided:
 
     kill switch engaged          -> step REFUSED                      (nothing sent)
     preview session, not a read  -> step DRY, with the would-be gate  (nothing sent)
@@ -10,7 +10,7 @@ A client session is a saga whose `metadata.proxy` says so (`proxy_session_open`)
     gate confirm, or policy requires approval -> a held node (sagas.coordinator.held_calls)
     otherwise                    -> step EXECUTING under a lease, before anything is sent (write-ahead)
 
-A protocol read (resources/read or prompts/get, `call["method"]`; sagas.protocols.proxy.reads) takes the same path
+A protocol read (resources/read or prompts/get, `call.method`; sagas.protocols.proxy.reads) takes the same path
 as a call of class read with gate allow, so it is never dry and never held: one policy would hold is refused
 (READ_NEEDS_APPROVAL). Its failures are READ_ERROR (the downstream's error) and, as a read changes nothing, an
 answer lost is not an uncertain outcome.
@@ -38,7 +38,7 @@ from governance.policy.facts import Decision
 from sagas.coordinator import _policy
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
-from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, audit_facts, gate_facts, refuse
+from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
 from sagas.coordinator._proxy_contract import SESSION_KEY, snapshot
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.held_calls import hold
@@ -47,23 +47,27 @@ from sagas.coordinator.previews import dry_execute
 from sagas.coordinator.sagas import begin
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
+from sagas.proxied_facts import CallFacts, CallOutcome, SessionFacts
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
-def proxy_session_open(*, actor: Principal, session: dict[str, Any], preview: bool = False) -> Saga:
+def proxy_session_open(*, actor: Principal, session: SessionFacts, preview: bool = False) -> Saga:
     """Begin the saga of one client session, of kind PROXY_SESSION (only here): `metadata.proxy` holds `session`
     (client name and version, protocol version, era, config path, connection key), `preview` makes it a dry-run
     session. Audit SAGA_STARTED."""
     authorize(actor, EXECUTE, "begin")
-    return begin(actor=actor, metadata={SESSION_KEY: session}, preview=preview, kind=SagaKind.PROXY_SESSION)
+    metadata = {SESSION_KEY: session.model_dump(mode="json")}
+    return begin(actor=actor, metadata=metadata, preview=preview, kind=SagaKind.PROXY_SESSION)
 
 
-def proxied_call_begin(*, actor: Principal, saga_id: object, call: dict[str, Any], arguments: dict[str, Any]) -> Begun:
+def proxied_call_begin(*, actor: Principal, saga_id: object, call: CallFacts, arguments: dict[str, Any]) -> Begun:
     """Journal one proxied call and decide what happens to it (the table in the module docstring).
 
-    `call` holds the downstream tool's facts the proxy computed (sagas.coordinator._proxy_contract documents them).
+    `call` holds the downstream tool's facts the proxy computed (sagas.proxied_facts). A call held on an open
+    request (`held_as="request"`) is leased to this process, which keeps the lease alive while it waits: if the
+    process dies, the sweep withdraws the call (held_calls.held_call_abandon).
     Errors: PROXY_SESSION_NOT_ACTIVE (the session was committed, rolled back or waits for an operator),
-    PROXIED_CONTRACT_INVALID, INVALID_INPUT.
+    PROXIED_CONTRACT_INVALID, INVALID_INPUT, HELD_CALLS_LIMIT (held_calls).
     """
     authorize(actor, EXECUTE, "execute")
     pinned = snapshot(call)
@@ -72,50 +76,52 @@ def proxied_call_begin(*, actor: Principal, saga_id: object, call: dict[str, Any
         begun = _decide(tx, pinned, call, arguments)
     if begun.outcome == "forward":
         KEPT_LEASES[uuid.UUID(begun.step_id)] = keep_alive(LeaseRef(Step, uuid.UUID(begun.step_id), begun.fence))
+    elif begun.outcome == "held" and call.held_as == "request":
+        KEPT_LEASES[uuid.UUID(begun.node_id)] = keep_alive(LeaseRef(Node, uuid.UUID(begun.node_id), 0))
     return begun
 
 
-def _decide(tx: Tx, pinned: Pinned, call: dict[str, Any], arguments: dict[str, Any]) -> Begun:
-    gate = str(call.get("gate", "allow"))
-    if stop := _policy.kill_switch_stop(tx, f"calling {call['tool']} on {call['server']}"):
-        return refuse(tx, pinned, arguments, code="KILL_SWITCH_ENGAGED", reason=stop.message, facts=gate_facts(call))
-    if tx.saga.preview and call.get("class") != "read":
+def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any]) -> Begun:
+    told, audit = call.gate_facts(), call.audit_facts()
+    if stop := _policy.kill_switch_stop(tx, f"calling {call.tool} on {call.server}"):
+        return refuse(tx, pinned, arguments, code="KILL_SWITCH_ENGAGED", reason=stop.message, facts=told, audit=audit)
+    if tx.saga.preview and call.effect_class != "read":
         return _dry(tx, pinned, arguments, call)
-    if gate in ("block", "hide"):
-        reason = f"the proxy's gate for it is {gate} ({call.get('gate_reason', '')})"
-        return refuse(tx, pinned, arguments, code="GATE_BLOCKED", reason=reason, facts=gate_facts(call))
+    if call.gate in ("block", "hide"):
+        reason = f"the proxy's gate for it is {call.gate} ({call.gate_reason})"
+        return refuse(tx, pinned, arguments, code="GATE_BLOCKED", reason=reason, facts=told, audit=audit)
     decision = _policy.decide(tx, "execute", pinned, as_evaluated=True)
     if decision.effect == "deny":
-        error = _policy.refusal(decision, f"calling {call['tool']} on {call['server']}")
-        facts = {**gate_facts(call), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
-        return refuse(tx, pinned, arguments, code=error.code, reason=error.message, facts=facts)
-    if call.get("method") and decision.effect == "require_approval":
+        error = _policy.refusal(decision, f"calling {call.tool} on {call.server}")
+        facts = {**told, "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
+        return refuse(tx, pinned, arguments, code=error.code, reason=error.message, facts=facts, audit=audit)
+    if call.method and decision.effect == "require_approval":
         return _unheld_read(tx, pinned, arguments, call, decision)
-    if gate == "confirm" or decision.effect == "require_approval":
-        source = "proxy:" + (str(call.get("gate_source", "")) if gate == "confirm" else "policy")
+    if call.gate == "confirm" or decision.effect == "require_approval":
+        source = "proxy:" + (call.gate_source if call.gate == "confirm" else "policy")
         return hold(tx, pinned, arguments, call, requested_by=source)
     step = new_step(tx, pinned, arguments, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
-    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit_facts(call)})
-    return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=gate_facts(call))
+    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
+    return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
 
 
-def _unheld_read(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any], decision: Decision) -> Begun:
+def _unheld_read(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, decision: Decision) -> Begun:
     """A protocol read (resources/read, prompts/get) is never held: when policy would hold it, it is refused."""
     reason = (
-        f"tenant policy requires an operator's approval for {call['tool']} on {call['server']} ({decision.reason}), "
-        f"and a {call['method']} cannot wait for one; an operator may change the policy rule"
+        f"tenant policy requires an operator's approval for {call.tool} on {call.server} ({decision.reason}), "
+        f"and a {call.method} cannot wait for one; an operator may change the policy rule"
     )
-    facts = {**gate_facts(call), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
-    return refuse(tx, pinned, arguments, code="READ_NEEDS_APPROVAL", reason=reason, facts=facts)
+    facts = {**call.gate_facts(), "policy": {"effect": decision.effect, "rules": list(decision.matched_rules)}}
+    return refuse(
+        tx, pinned, arguments, code="READ_NEEDS_APPROVAL", reason=reason, facts=facts, audit=call.audit_facts()
+    )
 
 
 def proxied_call_finish(
-    *, actor: Principal, saga_id: object, step_id: object, fence: int, outcome: dict[str, Any]
+    *, actor: Principal, saga_id: object, step_id: object, fence: int, outcome: CallOutcome
 ) -> Step:
     """Record what the forwarded call did, if this process still owns it (else STALE_WRITE_REFUSED, unchanged).
 
-    `outcome`: {"kind": "answered" | "not_sent" | "lost", "result": <the CallToolResult as JSON, secrets
-    scrubbed>, "is_error": bool, "reason": str, "duration_ms": float, "max_result_bytes": int}.
     Effects: step (and the held call's node) COMPLETED or FAILED; audit STEP_COMPLETED or STEP_FAILED.
     """
     authorize(actor, EXECUTE, "execute")
@@ -136,77 +142,83 @@ def proxied_call_finish(
     return step
 
 
-def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: dict[str, Any]) -> Begun:
+def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts) -> Begun:
     """A preview session's mutation: journaled DRY with what policy and the gate would have done."""
     step = dry_execute(tx, pinned, arguments)
-    gate = str(call.get("gate", "allow"))
+    gate = call.gate
     result = dict(step.result or {})
     # In the order a live call is decided (_decide): the gate's block or hide before policy, then a policy deny,
     # then confirm (a policy's own approval requirement is already in the verdict).
     if gate in ("block", "hide"):
-        result.update(outside_preview="would be blocked by the gate", why=call.get("gate_reason", ""))
+        result.update(outside_preview="would be blocked by the gate", why=call.gate_reason)
     elif gate == "confirm" and result.get("outside_preview") == "would run":
-        result.update(outside_preview="would wait for approval", why=call.get("gate_reason", ""))
-    result["proxy"] = {"class": call.get("class"), "class_source": call.get("class_source"), "would_gate": gate}
+        result.update(outside_preview="would wait for approval", why=call.gate_reason)
+    result["proxy"] = {"class": call.effect_class, "class_source": call.class_source, "would_gate": gate}
     tx.update(step, result=result)
     return Begun(
-        "dry", str(tx.saga.id), step_id=str(step.id), reason=str(result["outside_preview"]), facts=gate_facts(call)
+        "dry", str(tx.saga.id), step_id=str(step.id), reason=str(result["outside_preview"]), facts=call.gate_facts()
     )
 
 
-def _record(tx: Tx, step: Step, outcome: dict[str, Any]) -> None:
+def _record(tx: Tx, step: Step, outcome: CallOutcome) -> None:
     envelope, size, truncated = _envelope(step, outcome)
-    kind = outcome.get("kind")
+    kind = outcome.kind
     release = {"lease_owner": "", "lease_expires_at": None}
     node = step.node
-    if kind == "answered" and not outcome.get("is_error"):
+    if kind == "answered" and not outcome.is_error:
         tx.transition(step, StepStatus.COMPLETED, event=E.STEP_COMPLETED, result=envelope, error=None, **release)
         if node is not None:
             tx.transition(node, NodeStatus.COMPLETED, event=E.NODE_COMPLETED, result=None, **release)
         return
-    # A read by the protocol changed nothing, so an answer lost is not an uncertain outcome.
-    protocol_read = bool(step.action_definition.get("proxy", {}).get("method"))
-    uncertain = kind == "lost" and not protocol_read
+    # A read changed nothing, so an answer lost (or too large to read) is not an uncertain outcome.
+    proxy = step.action_definition.get("proxy", {})
+    protocol_read = bool(proxy.get("method"))
+    uncertain = kind in ("lost", "too_large") and not protocol_read and proxy.get("class") != "read"
     answered = "READ_ERROR" if protocol_read else "TOOL_ERROR"
-    code = {"answered": answered, "not_sent": "DOWNSTREAM_UNAVAILABLE"}.get(str(kind), "ANSWER_LOST")
+    codes = {"answered": answered, "not_sent": "DOWNSTREAM_UNAVAILABLE", "too_large": "RESULT_TOO_LARGE"}
+    code = codes.get(kind, "ANSWER_LOST")
     error = {
         "code": code,
-        "message": str(outcome.get("reason") or "the downstream tool answered with isError"),
+        "message": outcome.reason or "the downstream tool answered with isError",
         "uncertain": uncertain,
         "sent": kind != "not_sent",
-        "duration_ms": outcome.get("duration_ms"),
+        "duration_ms": outcome.duration_ms,
         "size_bytes": size,
         "truncated": truncated,
     }
-    fields = {"error": error, "result": envelope if kind == "answered" else None, "uncertain_outcome": uncertain}
+    fields = {
+        "error": error,
+        "result": envelope if kind in ("answered", "too_large") else None,
+        "uncertain_outcome": uncertain,
+    }
     tx.transition(step, StepStatus.FAILED, event=E.STEP_FAILED, **fields, **release)
     if node is not None:
         tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error=error, uncertain_outcome=uncertain, **release)
 
 
-def _envelope(step: Step, outcome: dict[str, Any]) -> tuple[dict[str, Any], int, bool]:
+def _envelope(step: Step, outcome: CallOutcome) -> tuple[dict[str, Any], int, bool]:
     """The stored result: the mcp action's envelope shape ({"tool", "result"}) so compensation templates read
     `${result.x}` alike, plus what the proxy measured. Past maxResultBytes only a prefix of the text is kept."""
-    answer = outcome.get("result") or None
+    answer = outcome.result
     # A tool's structuredContent, else its content blocks; a protocol read's whole answer (contents, messages).
     payload = answer.get("structuredContent", answer.get("content", answer)) if isinstance(answer, dict) else answer
     text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
-    size = len(text.encode("utf-8"))
-    limit = int(outcome.get("max_result_bytes") or 65536)
+    size = len(text.encode("utf-8")) if outcome.size_bytes is None else outcome.size_bytes
+    limit = outcome.max_result_bytes
     truncated = size > limit
     if truncated:
         payload = {"truncated": True, "prefix": text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")}
     envelope = {
         "tool": str(step.action_definition.get("forward", {}).get("tool", "")),
         "result": payload,
-        "is_error": bool(outcome.get("is_error")),
+        "is_error": outcome.is_error,
         "size_bytes": size,
         "truncated": truncated,
-        "duration_ms": outcome.get("duration_ms"),
+        "duration_ms": outcome.duration_ms,
     }
-    if "pre_state" in outcome:
+    if outcome.captured:
         # The capture read's answer, as an mcp action keeps it: the inverse reads it as ${pre_state.x}.
-        envelope.update(pre_state=outcome["pre_state"], pre_state_sha256=sha256_hex(outcome["pre_state"]))
+        envelope.update(pre_state=outcome.pre_state, pre_state_sha256=sha256_hex(outcome.pre_state))
     return envelope, size, truncated
 
 

@@ -17,9 +17,10 @@ from sagas import coordinator, selectors
 from sagas.operations.arguments import Args
 from sagas.operations.operation import READ, Hints, Operation
 from sagas.operations.schemas import Output
+from sagas.proxied_facts import CallFacts, CallOutcome, SessionFacts
 
 R, X = Capability.READ, Capability.EXECUTE
-CALL = "The downstream tool's facts the proxy computed: server, tool, definition and its hash, class, gate, ..."
+CALL = "The downstream tool's facts the proxy computed (sagas.proxied_facts.CallFacts): tool, definition, class, gate."
 
 
 class ProxyArgs(Args):
@@ -29,13 +30,13 @@ class ProxyArgs(Args):
 
 
 class SessionOpenArgs(ProxyArgs):
-    session: dict[str, Any] = Field(description="What metadata.proxy records: client, protocol version, config.")
+    session: SessionFacts = Field(description="What metadata.proxy records: client, protocol version, config.")
     preview: bool = Field(default=False, description="true: a preview session (reads run, nothing else does).")
 
 
 class CallBeginArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
-    call: dict[str, Any] = Field(description=CALL)
+    call: CallFacts = Field(description=CALL)
     arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
 
 
@@ -50,7 +51,7 @@ class WithdrawArgs(HeldCallArgs):
 class CallFinishArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     step_id: str = Field(description="The step the call was journaled as.")
-    outcome: dict[str, Any] = Field(description="What the downstream did: kind, result, is_error, duration_ms, ...")
+    outcome: CallOutcome = Field(description="What the downstream did (sagas.proxied_facts.CallOutcome).")
     fence: int = Field(default=1, description="The fence token the call was begun under.")
 
 

@@ -8,7 +8,6 @@ delete_contact (unknown), send_email (C), post_tweet (C, gate block) and transfe
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,8 @@ from typing import Any
 from governance.identity.principal import local_principal
 from sagas import coordinator
 from sagas.models import Saga
+from sagas.proxied_facts import CallFacts
+from tests.proxy.facts import answered, call_facts, session_facts
 
 ACTOR = local_principal(protocol="test", tenant_id="acme")
 GROUPS = [
@@ -56,35 +57,29 @@ CALLS: list[tuple[str, str, str, str, str, dict[str, Any]]] = [
 
 def dry_proxy_session() -> Saga:
     """Open a preview proxy session of acme and make CALLS in it: the reads are forwarded (answered here)."""
-    session = coordinator.proxy_session_open(actor=ACTOR, session={"client": {"name": "preview-test"}}, preview=True)
+    session = coordinator.proxy_session_open(actor=ACTOR, session=session_facts("preview-test"), preview=True)
     for tool, effect_class, source, gate, reason, arguments in CALLS:
         call = _call(tool, effect_class, source, gate, reason)
         begun = coordinator.proxied_call_begin(actor=ACTOR, saga_id=session.id, call=call, arguments=arguments)
         if begun.outcome == "forward":
-            answer = {"kind": "answered", "result": {"structuredContent": {"items": []}}, "duration_ms": 3.0}
+            answer = answered(result={"structuredContent": {"items": []}}, duration_ms=3.0)
             coordinator.proxied_call_finish(
                 actor=ACTOR, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=answer
             )
     return session
 
 
-def _call(tool: str, effect_class: str, source: str, gate: str, reason: str) -> dict[str, Any]:
-    definition = {"name": tool, "inputSchema": {"type": "object"}}
-    return {
-        "server": "demo",
-        "tool": tool,
-        "exposed_name": tool,
-        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
-        "definition": definition,
-        "definition_hash": hashlib.sha256(json.dumps(definition).encode()).hexdigest(),
-        "class": effect_class,
-        "class_source": source,
-        "gate": gate,
-        "gate_source": "tool" if reason else "default",
-        "gate_reason": reason,
-        "inverse": _INVERSE if effect_class == "R" else {},
-        "inverse_source": "pack" if effect_class == "R" else "",
-    }
+def _call(tool: str, effect_class: str, source: str, gate: str, reason: str) -> CallFacts:
+    return call_facts(
+        tool,
+        effect_class=effect_class,
+        gate=gate,
+        class_source=source,
+        gate_source="tool" if reason else "default",
+        gate_reason=reason,
+        inverse=_INVERSE if effect_class == "R" else {},
+        inverse_source="pack" if effect_class == "R" else "",
+    )
 
 
 def policy_holding(directory: Path, settings: Any, action: str) -> None:

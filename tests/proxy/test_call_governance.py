@@ -21,6 +21,7 @@ from sagas.models import Saga, Step
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import preview_report
 from tests.proxy.agent import connect, text
+from tests.proxy.facts import answered, call_facts, session_facts
 from tests.proxy.harness import TINY, HttpDownstream, config_file, serve_proxy, stdio
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,22 +99,11 @@ def test_a_policy_deny_refuses_a_call_with_nothing_forwarded(tmp_path: Path, dem
 
 def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_began(use_policy):
     use_policy([{"id": "rug-pull", "effect": "deny", "match": {"definition_changed": True}}])
-    session = coordinator.proxy_session_open(actor=ADMIN, session={"client": {"name": "t"}})
-    call = {
-        "server": "demo",
-        "tool": "list_contacts",
-        "exposed_name": "list_contacts",
-        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
-        "definition": {"name": "list_contacts", "inputSchema": {"type": "object"}},
-        "definition_hash": "b" * 64,
-        "class": "read",
-        "class_source": "annotation",
-        "gate": "allow",
-    }
+    session = coordinator.proxy_session_open(actor=ADMIN, session=session_facts())
+    call = call_facts("list_contacts", class_source="annotation")
     same = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
-    finished = {"kind": "answered", "result": {"structuredContent": {}}}
-    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=same.step_id, fence=1, outcome=finished)
-    changed = {**call, "session_definition_hash": "a" * 64}
+    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=same.step_id, fence=1, outcome=answered())
+    changed = call.model_copy(update={"pinned_definition_hash": "a" * 64, "definition_changed": True})
     refused = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
     assert same.outcome == "forward" and refused.outcome == "refused" and refused.code == "POLICY_DENIED"
     assert Step.objects.get(pk=refused.step_id).action_definition["proxy"]["definition_changed"] is True
@@ -219,19 +209,10 @@ def test_a_result_is_journaled_scrubbed_of_secrets_and_truncated_with_its_size(
 
 def test_a_tenant_budget_refuses_a_proxied_call_as_it_does_a_registered_action(use_policy):
     use_policy([], budgets={"max_steps_per_saga": 1})
-    session = coordinator.proxy_session_open(actor=ADMIN, session={"client": {"name": "t"}})
-    call = {
-        "server": "demo",
-        "tool": "list_contacts",
-        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
-        "definition": {"name": "list_contacts", "inputSchema": {"type": "object"}},
-        "definition_hash": "c" * 64,
-        "class": "read",
-        "gate": "allow",
-    }
+    session = coordinator.proxy_session_open(actor=ADMIN, session=session_facts())
+    call = call_facts("list_contacts")
     first = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
     second = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
     assert first.outcome == "forward"
-    finished = {"kind": "answered", "result": {"structuredContent": {}}}
-    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=finished)
+    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=answered())
     assert second.outcome == "refused" and second.code == "POLICY_DENIED" and "max_steps_per_saga" in second.reason

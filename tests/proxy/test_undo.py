@@ -26,6 +26,7 @@ from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from tests.proxy.agent import connect, text
 from tests.proxy.conftest import EXAMPLES
+from tests.proxy.facts import call_facts
 from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -243,16 +244,7 @@ def test_commands_without_a_session_say_what_to_do():
 def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
     actor = local_principal(tenant_id="acme")
     session = invoke(OPERATIONS["proxy_session_open"], actor, {"session": {"client": {"name": "t"}}})
-    facts = {
-        "server": "demo",
-        "tool": "create_contact",
-        "exposed_name": "create_contact",
-        "server_block": {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"},
-        "definition": {"name": "create_contact", "inputSchema": {"type": "object"}},
-        "definition_hash": "0" * 64,
-        "class": "unknown",
-        "gate": "allow",
-    }
+    facts = call_facts("create_contact", effect_class="unknown").model_dump()
     begun = invoke(
         OPERATIONS["proxy_call_begin"], actor, {"saga_id": session["saga_id"], "call": facts, "arguments": {}}
     )

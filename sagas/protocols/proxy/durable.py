@@ -47,6 +47,7 @@ from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
+from sagas.proxied_facts import CallFacts, CallOutcome, ClientInfo, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -151,13 +152,13 @@ class DurableCallPath:
             if session is not None and not (client.stateless and now - session.last_used > idle):
                 session.last_used = now
                 return session
-            metadata = {
-                "client": {"name": client.client_name, "version": client.client_version},
-                "protocol_version": client.protocol_version,
-                "era": "2026-07-28" if client.stateless else "2025-11-25",
-                "connection": key,
-                "config": str(self.config.path),
-            }
+            metadata = SessionFacts(
+                client=ClientInfo(name=client.client_name, version=client.client_version),
+                protocol_version=client.protocol_version,
+                era="2026-07-28" if client.stateless else "2025-11-25",
+                connection=key,
+                config=str(self.config.path),
+            )
             opened = await self._op("proxy_session_open", principal, session=metadata, preview=self.config.preview)
             hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
             session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)
@@ -173,7 +174,7 @@ class DurableCallPath:
 
     # --- facts ----------------------------------------------------------------------------------------------------
 
-    def _facts(self, request: ProxiedCall, session: Session) -> dict[str, Any]:
+    def _facts(self, request: ProxiedCall, session: Session) -> CallFacts:
         tool = request.definition
         entry = self.packs.inverse_for(request.server, request.tool)
         where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
@@ -187,34 +188,37 @@ class DurableCallPath:
             client_name,
             self.config.gates,
         )
-        return {
-            "server": request.server,
-            "tool": request.tool,
-            "exposed_name": request.exposed_name,
-            "server_block": _server_block(self._spec(request.server)),
-            "definition": tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
-            "definition_hash": request.definition_hash,
-            "session_definition_hash": session.hashes.get(request.exposed_name, request.definition_hash),
-            "class": found.effect_class,
-            "class_source": found.source,
-            "class_reason": found.reason,
-            "gate": gate.action,
-            "gate_source": gate.source,
-            "gate_reason": gate.reason,
-            "inverse": entry.as_mcp_contract_parts() if entry else {},
-            "inverse_source": where,
-            "confirm_timeout_seconds": self.config.gates.confirm_timeout_seconds,
-        }
+        pinned = session.hashes.get(request.exposed_name, request.definition_hash)
+        return CallFacts(
+            server=request.server,
+            tool=request.tool,
+            exposed_name=request.exposed_name,
+            server_block=_server_block(self._spec(request.server)),
+            definition=tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
+            definition_hash=request.definition_hash,
+            pinned_definition_hash=pinned,
+            definition_changed=pinned != request.definition_hash,
+            effect_class=found.effect_class,
+            class_source=found.source,
+            class_reason=found.reason,
+            gate=gate.action,
+            gate_source=gate.source,
+            gate_reason=gate.reason,
+            inverse=entry.as_mcp_contract_parts() if entry else {},
+            inverse_source=where,
+            confirm_timeout_seconds=self.config.gates.confirm_timeout_seconds,
+            held_as="task" if requested() is not None else "request",
+        )
 
     def _spec(self, server: str) -> ServerSpec:
         return next(spec for spec in self.config.servers if spec.name == server)
 
     # --- held calls -----------------------------------------------------------------------------------------------
 
-    async def _hold(self, request: ProxiedCall, facts: dict[str, Any], begun: dict[str, Any]) -> dict[str, Any]:
+    async def _hold(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> dict[str, Any]:
         """Keep the request open until the held call is decided; a client that goes away cancels it."""
         held = {"saga_id": begun["saga_id"], "node_id": begun["node_id"]}
-        timeout = float(facts["confirm_timeout_seconds"])
+        timeout = facts.confirm_timeout_seconds
         started = time.monotonic()
         try:
             while True:
@@ -235,9 +239,7 @@ class DurableCallPath:
                 await self._withdraw(request, facts, held, "disconnected")
             raise
 
-    async def _withdraw(
-        self, request: ProxiedCall, facts: dict[str, Any], held: dict[str, str], why: str
-    ) -> dict[str, Any]:
+    async def _withdraw(self, request: ProxiedCall, facts: CallFacts, held: dict[str, str], why: str) -> dict[str, Any]:
         return await self._op(
             "proxy_call_withdraw", request.principal, **held, why=why, call=facts, arguments=request.arguments
         )
@@ -250,7 +252,7 @@ class DurableCallPath:
         outcome: dict[str, Any] = {"max_result_bytes": self.config.max_result_bytes}
         try:
             if (pre_state := await self._capture(request, begun)) is not None:
-                outcome["pre_state"] = pre_state
+                outcome.update(captured=True, pre_state=pre_state)
         except CaptureFailed as failed:
             await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
             return _not_sent(request, str(failed))
@@ -319,7 +321,7 @@ class DurableCallPath:
         self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]
     ) -> None:
         """Record what a forwarded call or read did (proxy_call_finish), with its duration since `started`."""
-        outcome["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
+        recorded = CallOutcome.model_validate({**outcome, "duration_ms": round((time.monotonic() - started) * 1000, 3)})
         with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
             await self._op(
                 "proxy_call_finish",
@@ -327,7 +329,7 @@ class DurableCallPath:
                 saga_id=begun["saga_id"],
                 step_id=begun["step_id"],
                 fence=int(begun["fence"]),
-                outcome=outcome,
+                outcome=recorded,
             )
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
@@ -387,10 +389,10 @@ def _refusal(request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResul
     )
 
 
-def _dry_result(request: ProxiedCall, facts: dict[str, Any], begun: dict[str, Any]) -> types.CallToolResult:
+def _dry_result(request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
     text = (
         f"PREVIEW: {request.exposed_name} was recorded, NOT executed (this session is a dry run). Outside preview it "
-        f"would have had class {facts['class']} and gate {facts['gate']}: it {begun.get('reason', 'would run')}. "
+        f"would have had class {facts.effect_class} and gate {facts.gate}: it {begun.get('reason', 'would run')}. "
         "Nothing reached the world; keep planning as if it had worked, and do not rely on its result."
     )
     # A client checks a non-error answer against the tool's outputSchema, which a note cannot satisfy.

@@ -35,6 +35,7 @@ from sagas.protocols.mcp_tasks.service import POLL_INTERVAL_MS, POLL_SECONDS, Fi
 from sagas.protocols.mcp_tasks.store import NewTask
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result, uncertain_result
 from sagas.protocols.proxy.relay import SamplingAnswer
+from sagas.proxied_facts import CallFacts
 
 HELD_CALL = "proxy.held_call"
 # A held call's task is kept at least this long after its confirm timeout, so its answer can still be fetched.
@@ -50,7 +51,7 @@ class HeldCallPath(Protocol):
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]: ...
 
     async def _withdraw(
-        self, request: ProxiedCall, facts: dict[str, Any], held: dict[str, str], why: str
+        self, request: ProxiedCall, facts: CallFacts, held: dict[str, str], why: str
     ) -> dict[str, Any]: ...
 
     async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult: ...
@@ -71,12 +72,12 @@ class HeldCallTasks:
         self,
         tasks: TaskService,
         request: ProxiedCall,
-        facts: dict[str, Any],
+        facts: CallFacts,
         begun: dict[str, Any],
         wanted: TaskRequest,
     ) -> types.CallToolResult:
         """Answer a held call with a task (its handle replaces this answer on the wire)."""
-        timeout_ms = int(float(facts["confirm_timeout_seconds"]) * 1000)
+        timeout_ms = int(facts.confirm_timeout_seconds * 1000)
         new = NewTask(
             kind=HELD_CALL,
             protocol_version=wanted.protocol_version,
@@ -98,11 +99,11 @@ class HeldCallTasks:
             return _answered(refused_result(request, refused.message.rstrip(".")))
 
     async def _decided(
-        self, task: McpTask, principal: Principal, note: Note, request: ProxiedCall, facts: dict[str, Any]
+        self, task: McpTask, principal: Principal, note: Note, request: ProxiedCall, facts: CallFacts
     ) -> Finish:
         """Wait for the operator's decision (or the confirm timeout) and carry it out."""
         held = {"saga_id": task.saga_id, "node_id": task.node_id}
-        timeout = float(facts["confirm_timeout_seconds"])
+        timeout = facts.confirm_timeout_seconds
         while True:
             decision = await self.path._op("proxy_call_decision", principal, **held)
             if decision["decision"] == "approved":
@@ -158,11 +159,11 @@ class HeldCallTasks:
             )
         return _answered(result)
 
-    def _closed(self, request: ProxiedCall, facts: dict[str, Any], decision: dict[str, Any]) -> Finish:
+    def _closed(self, request: ProxiedCall, facts: CallFacts, decision: dict[str, Any]) -> Finish:
         """The call was journaled before this driver got to it: refused (say why), or sent by a process that stopped
         before the task recorded the answer (its outcome is not known here)."""
         if decision.get("step_status") == "REFUSED":
-            begun = {"code": decision["step_code"], "reason": decision["step_reason"], "facts": _gate(facts)}
+            begun = {"code": decision["step_code"], "reason": decision["step_reason"], "facts": facts.gate_facts()}
             answer = self.refusal(request, begun)
             cancelled = decision["step_code"] == "CONFIRM_CANCELLED"
             return Finish("cancelled" if cancelled else "completed", decision["step_reason"], result=_dump(answer))
@@ -214,7 +215,7 @@ def _waiting(request: ProxiedCall, begun: dict[str, Any]) -> str:
     )
 
 
-def _kept(request: ProxiedCall, facts: dict[str, Any]) -> dict[str, Any]:
+def _kept(request: ProxiedCall, facts: CallFacts) -> dict[str, Any]:
     """What the row keeps to finish the call in any process."""
     client = request.client
     return {
@@ -224,7 +225,7 @@ def _kept(request: ProxiedCall, facts: dict[str, Any]) -> dict[str, Any]:
         "definition_hash": request.definition_hash,
         "arguments": request.arguments,
         "meta": request.meta,
-        "facts": facts,
+        "facts": facts.model_dump(mode="json"),
         "client": {
             "key": client.key,
             "protocol_version": client.protocol_version,
@@ -235,9 +236,9 @@ def _kept(request: ProxiedCall, facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _call_of(task: McpTask, principal: Principal) -> tuple[ProxiedCall, dict[str, Any]]:
+def _call_of(task: McpTask, principal: Principal) -> tuple[ProxiedCall, CallFacts]:
     kept = task.request
-    facts: dict[str, Any] = kept["facts"]
+    facts = CallFacts.model_validate(kept["facts"])
     client = ClientIdentity(session_id=None, **kept["client"])
     request = ProxiedCall(
         principal=principal,
@@ -246,17 +247,12 @@ def _call_of(task: McpTask, principal: Principal) -> tuple[ProxiedCall, dict[str
         server=kept["server"],
         tool=kept["tool"],
         definition_hash=kept["definition_hash"],
-        definition=types.Tool.model_validate(facts["definition"]),
+        definition=types.Tool.model_validate(facts.definition),
         arguments=kept["arguments"],
         meta=kept["meta"],
         relay=DetachedRelay(client.key),
     )
     return request, facts
-
-
-def _gate(facts: dict[str, Any]) -> dict[str, Any]:
-    keys = ("server", "tool", "class", "class_source", "gate", "gate_source", "gate_reason")
-    return {key: facts.get(key, "") for key in keys}
 
 
 def _answered(result: types.CallToolResult) -> Finish:

@@ -24,6 +24,7 @@ from governance.identity.principal import Principal
 from sagas.protocols.proxy.calls import PROXY_META_KEY, ClientIdentity, ProxiedRead, ReadAnswer, refuse_viewer_read
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.specs import ProxyConfig
+from sagas.proxied_facts import CallFacts
 
 RESOURCES_READ = "resources/read"
 PROMPTS_GET = "prompts/get"
@@ -82,32 +83,30 @@ async def journaled_read(
     return await _forward(path, request, begun)
 
 
-def read_facts(request: ProxiedRead[Any], server_block: dict[str, Any]) -> dict[str, Any]:
+def read_facts(request: ProxiedRead[Any], server_block: dict[str, Any]) -> CallFacts:
     """The `call` facts proxy_call_begin pins for a read (sagas.coordinator._proxy_contract), as for a tool; its
     definition hash is the catalog's listing of what is read, and `method` marks a read by the protocol."""
     listed_hash = sha256_hex({"method": request.method, "listed": request.listed})
-    return {
-        "server": request.server,
-        "tool": request.method,
-        "method": request.method,
-        "exposed_name": f"{request.method} {request.target}",
-        "server_block": server_block,
-        "definition": {
+    return CallFacts(
+        server=request.server,
+        tool=request.method,
+        method=request.method,
+        exposed_name=f"{request.method} {request.target}",
+        server_block=server_block,
+        definition={
             "name": request.method,
             "description": f"{request.method} of {request.target} on {request.server}, through the proxy",
             "inputSchema": _INPUT_SCHEMAS[request.method],
         },
-        "definition_hash": listed_hash,
-        "session_definition_hash": listed_hash,
-        "class": "read",
-        "class_source": "protocol",
-        "class_reason": f"{request.method} is a read by the protocol",
-        "gate": "allow",
-        "gate_source": "protocol",
-        "gate_reason": "reads are never held or dry; the kill switch and tenant policy still decide",
-        "inverse": {},
-        "inverse_source": "",
-    }
+        definition_hash=listed_hash,
+        pinned_definition_hash=listed_hash,
+        effect_class="read",
+        class_source="protocol",
+        class_reason=f"{request.method} is a read by the protocol",
+        gate="allow",
+        gate_source="protocol",
+        gate_reason="reads are never held or dry; the kill switch and tenant policy still decide",
+    )
 
 
 async def _forward(path: DurablePath, request: ProxiedRead[ReadAnswer], begun: dict[str, Any]) -> ReadAnswer:
