@@ -22,7 +22,7 @@ from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, authorize
-from sagas.coordinator import _graph, _policy
+from sagas.coordinator import _graph, _held_calls_gone, _policy
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
@@ -88,9 +88,15 @@ def node_approve(
         node = find_node(tx, node_id)
         approval = node.approvals.filter(status=ApprovalStatus.PENDING).first()
         if node.status != NodeStatus.WAITING_APPROVAL or approval is None:
-            raise InvalidTransition(
-                "NODE_NOT_WAITING_APPROVAL",
-                f"Node {node.key or node.id} is {node.status}, not waiting for approval. Nothing was changed.",
+            raise _not_waiting(node, proxied=is_proxied_action(tx.saga, node.action))
+        if is_proxied_action(tx.saga, node.action) and _held_calls_gone.holder_gone(node):
+            _held_calls_gone.abandon(tx, node)
+            raise Refusal(
+                InvalidTransition(
+                    _held_calls_gone.HOLDER_GONE,
+                    f"The held call {node.id} ({node.action.removeprefix('proxy.')}) cannot be decided any more: "
+                    f"{_held_calls_gone.WHY_GONE}. Nothing was sent.",
+                )
             )
         if approved:
             _check_approvable(tx, node, approval)
@@ -100,6 +106,16 @@ def node_approve(
             _policy.safety_override(tx, "reject", node)
         _decide(tx, node, approval, approved=approved, reason=reason)
     return node
+
+
+def _not_waiting(node: Node, *, proxied: bool) -> InvalidTransition:
+    # A held proxied call that ended says how (denied, timed out, its holder gone): the decider learns nothing ran.
+    said = node.error.get("message") if proxied and isinstance(node.error, dict) else None
+    ended = f" ({said})" if said else ""
+    return InvalidTransition(
+        "NODE_NOT_WAITING_APPROVAL",
+        f"Node {node.key or node.id} is {node.status}, not waiting for approval{ended}. Nothing was changed.",
+    )
 
 
 def _check_approvable(tx: Tx, node: Node, approval: Approval) -> None:

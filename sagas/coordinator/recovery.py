@@ -15,7 +15,9 @@ What a pass does, in bounded batches:
 - a FAILED saga with nothing in flight, an interrupted rollback (ROLLING_BACK, lease expired) and a
   ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner
   (for a proxy session, its undo walk with the options the undo recorded: sagas.coordinator._undo_walk);
-- a READY node of a live run whose nudge was lost (a broker outage) is nudged again.
+- a READY node of a live run whose nudge was lost (a broker outage) is nudged again;
+- a call the MCP proxy held on an open request whose proxy process stopped (its lease lapsed) is withdrawn:
+  nothing ran, and a later approve says so (sagas.coordinator._held_calls_gone).
 """
 
 from __future__ import annotations
@@ -26,20 +28,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit import telemetry
 from audit.models import EventType as E
 from registry.contracts import resolved_execution_policy
-from sagas.coordinator import _graph, nudges
+from sagas.coordinator import _graph, _held_calls_gone, nudges
 from sagas.coordinator._attempts import apply_failure_mode
 from sagas.coordinator._ready_queries import capacity, executing_count, ready_due
 from sagas.coordinator._tx import Tx, system_saga_tx
 from sagas.coordinator.rollback import saga_rollback_resume
 from sagas.models import Node, Saga, Step
-from sagas.states import NodeStatus, SagaStatus, StepStatus
+from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 logger = logging.getLogger("sagas.recovery")
 
@@ -62,12 +64,14 @@ class RecoveryReport:
     steps_recovered: int = 0
     rollbacks_started: int = 0
     nudges_resent: int = 0
+    held_calls_withdrawn: int = 0
     errors: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         return (
             f"nodes_recovered={self.nodes_recovered} steps_recovered={self.steps_recovered} "
-            f"rollbacks_started={self.rollbacks_started} nudges_resent={self.nudges_resent} errors={len(self.errors)}"
+            f"rollbacks_started={self.rollbacks_started} nudges_resent={self.nudges_resent} "
+            f"held_calls_withdrawn={self.held_calls_withdrawn} errors={len(self.errors)}"
         )
 
 
@@ -88,14 +92,18 @@ def _sweep(batch: int, inline_rollbacks: bool) -> RecoveryReport:
         _guarded(report, saga_id, lambda s: _start_rollback(s, report, inline_rollbacks))
     for saga_id in _sagas_with_lost_nudges(batch):
         _guarded(report, saga_id, lambda s: _resend_nudges(s, report))
-    if report.nodes_recovered or report.steps_recovered or report.rollbacks_started or report.nudges_resent:
-        logger.info("recovery sweep %s", report.summary())
-    for kind, amount in (
+    for saga_id in _sagas_with_abandoned_held_calls(batch):
+        _guarded(report, saga_id, lambda s: _withdraw_held_calls(s, report))
+    counts = (
         ("node", report.nodes_recovered),
         ("step", report.steps_recovered),
         ("rollback", report.rollbacks_started),
         ("nudge", report.nudges_resent),
-    ):
+        ("held_call", report.held_calls_withdrawn),
+    )
+    if any(amount for _, amount in counts):
+        logger.info("recovery sweep %s", report.summary())
+    for kind, amount in counts:
         for _ in range(amount):
             telemetry.count("saga.recovery", "Work reclaimed by the recovery sweep", kind=kind)
     return report
@@ -139,6 +147,20 @@ def _sagas_with_lost_nudges(batch: int) -> list[uuid.UUID]:
     due = Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=Now())
     nodes = Node.objects.filter(status=NodeStatus.READY, saga__status=SagaStatus.ACTIVE, saga__run_steps_left__gt=0)
     return list(nodes.filter(lost & due).values_list("saga_id", flat=True).distinct()[:batch])
+
+
+def _abandoned_held_calls() -> QuerySet[Node]:
+    return Node.objects.filter(
+        status__in=_held_calls_gone.HELD_STATES,
+        step__isnull=True,
+        action__startswith="proxy.",
+        lease_expires_at__lt=Now(),
+        saga__kind=SagaKind.PROXY_SESSION,
+    ).exclude(lease_owner="")
+
+
+def _sagas_with_abandoned_held_calls(batch: int) -> list[uuid.UUID]:
+    return list(_abandoned_held_calls().values_list("saga_id", flat=True).distinct()[:batch])
 
 
 # --- recovering one saga -------------------------------------------------------------------------------------------
@@ -213,6 +235,15 @@ def _start_rollback(saga_id: uuid.UUID, report: RecoveryReport, inline: bool) ->
     report.rollbacks_started += 1
     if inline:
         saga_rollback_resume(saga_id=saga_id)
+
+
+def _withdraw_held_calls(saga_id: uuid.UUID, report: RecoveryReport) -> None:
+    with system_saga_tx(saga_id) as tx:
+        if tx is None:
+            return
+        for node in _abandoned_held_calls().filter(saga=tx.saga).order_by("position"):
+            _held_calls_gone.abandon(tx, node)
+            report.held_calls_withdrawn += 1
 
 
 def _resend_nudges(saga_id: uuid.UUID, report: RecoveryReport) -> None:
