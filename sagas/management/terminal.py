@@ -32,6 +32,9 @@ STATUS_STYLES = {
     "FAILED": "red",
     "COMPENSATION_FAILED": "red",
     "BLOCKED": "red",
+    "REFUSED": "red",
+    "HELD": "yellow",
+    "APPROVED": "yellow",
 }
 
 

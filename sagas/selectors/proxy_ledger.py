@@ -9,30 +9,34 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
-from sagas.models import Checkpoint, Saga, Step
+from sagas.models import Checkpoint, Node, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
-from sagas.states import SagaKind
+from sagas.states import NodeStatus, SagaKind
 
 LAST = "last"
+# A held call not yet journaled, by its node's status: waiting for a decision, or approved and about to be sent.
+HELD_STATUSES: dict[str, str] = {NodeStatus.WAITING_APPROVAL: "held", NodeStatus.READY: "approved"}
 
 
 @dataclass(frozen=True)
 class LedgerRow:
     """One proxied call as `semantic-saga ledger` shows it (and, whole, as its --json line)."""
 
-    seq: int
+    seq: int  # the step's journal sequence; 0 for a held call not yet journaled (it has no step yet)
     tool: str
     server: str
     effect_class: str
-    status: str  # the step's status, lowercase: completed, failed, refused, dry, executing, compensated, ...
+    # The step's status, lowercase: completed, failed, refused, dry, executing, compensated, ...; a held call not
+    # yet journaled is `held` (waiting for a decision) or `approved` (about to be sent).
+    status: str
     duration_ms: float | None
     result_bytes: int | None
     id: str
@@ -41,6 +45,7 @@ class LedgerRow:
     error_code: str
     created_at: datetime
     undo: str = ""  # what an undo left for a person: needs_decision (C) or no_way_back (I, unknown); "" otherwise
+    definition_changed: bool = False  # the tool's definition differed from its pin when the call was made
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +62,7 @@ class LedgerRow:
             "error_code": self.error_code,
             "created_at": self.created_at.isoformat(),
             "undo": self.undo,
+            "definition_changed": self.definition_changed,
         }
 
 
@@ -73,7 +79,7 @@ def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
             )
         return saga
     saga = tenant_saga(actor, ref)
-    if not isinstance(saga.metadata, dict) or "proxy" not in saga.metadata:
+    if not saga.is_proxy_session:
         raise NotFound(
             "NOT_A_PROXY_SESSION",
             f"Saga {saga.id} is not a proxy session. `semantic-saga status` lists the sessions.",
@@ -90,14 +96,41 @@ def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
 
 
 def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:
-    """The session's proxied calls in order, optionally only one tool's or one status's."""
+    """The session's proxied calls in order (held calls not yet journaled last), optionally only one tool's or one
+    status's."""
     authorize(actor, READ, "get")
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
-    if status:
-        steps = steps.filter(status=status.upper())
     listed = _undo_listed(saga)
     rows = [replace(ledger_row(step), undo=listed.get(str(step.id), "")) for step in steps]
-    return [row for row in rows if not tool or row.tool == tool]
+    rows += [held_row(node) for node in _held_nodes(saga)]
+    return [row for row in rows if (not tool or row.tool == tool) and (not status or row.status == status.lower())]
+
+
+def _held_nodes(saga: Saga) -> QuerySet[Node]:
+    held = Node.objects.filter(saga=saga, step__isnull=True, action__startswith="proxy.")
+    return held.filter(status__in=HELD_STATUSES).prefetch_related("approvals").order_by("position")
+
+
+def held_row(node: Node) -> LedgerRow:
+    """A held call not yet journaled, from the snapshot its approval keeps."""
+    approval = max(node.approvals.all(), key=lambda a: a.created_at, default=None)
+    proxy = ((approval.snapshot if approval is not None else None) or {}).get("proxy", {})
+    server, _, tool = node.action.removeprefix("proxy.").partition(".")
+    return LedgerRow(
+        seq=0,
+        tool=str(proxy.get("exposed_name") or tool),
+        server=str(proxy.get("server") or server),
+        effect_class=str(proxy.get("class", "unknown")),
+        status=HELD_STATUSES[node.status],
+        duration_ms=None,
+        result_bytes=None,
+        id=str(node.id),
+        gate=str(proxy.get("gate", "confirm")),
+        uncertain=False,
+        error_code="",
+        created_at=node.planned_at,
+        definition_changed=bool(proxy.get("definition_changed")),
+    )
 
 
 def _undo_listed(saga: Saga) -> dict[str, str]:
@@ -125,6 +158,7 @@ def ledger_row(step: Step) -> LedgerRow:
         uncertain=step.uncertain_outcome,
         error_code=str(error.get("code", "")),
         created_at=step.created_at,
+        definition_changed=bool(proxy.get("definition_changed")),
     )
 
 
@@ -152,6 +186,9 @@ def session_lines(*, actor: Principal, limit: int = 20) -> list[SessionLine]:
         .annotate(n=Count("id"))
     ):
         counts.setdefault(row["saga_id"], {})[row["status"].lower()] = row["n"]
+    held = Node.objects.filter(saga__in=sagas, step__isnull=True, action__startswith="proxy.", status__in=HELD_STATUSES)
+    for row in held.values("saga_id", "status").annotate(n=Count("id")):
+        counts.setdefault(row["saga_id"], {})[HELD_STATUSES[row["status"]]] = row["n"]
     marks: dict[Any, list[str]] = {}
     for checkpoint in Checkpoint.objects.filter(saga__in=sagas).order_by("created_at"):
         marks.setdefault(checkpoint.saga_id, []).append(checkpoint.name)

@@ -89,6 +89,7 @@ def test_over_stdio_only_a_person_at_a_terminal_decides(tmp_path: Path):
     seen: dict[str, Any] = {}
 
     def decide(node: Node) -> None:
+        seen["ledger"], seen["status"] = at_terminal("ledger", answer=""), at_terminal("status", answer="")
         seen["piped"] = _piped("approve", str(node.id))
         seen["as_agent"] = at_terminal("approve", str(node.id), "--by", "local-agent")
         seen["typed_no"] = at_terminal("approve", str(node.id), answer="no")
@@ -97,6 +98,10 @@ def test_over_stdio_only_a_person_at_a_terminal_decides(tmp_path: Path):
     with guarded_proxy("stdio", tmp_path) as guarded:
         answer = _purge_while(guarded, ALICE, decide)
 
+    # a session whose only call is held counts it, in the ledger and the status
+    held_line = next(line for line in seen["ledger"].stdout.splitlines() if "purge_cache" in line)
+    assert " I " in held_line and " held " in held_line and "1 call(s)" in seen["ledger"].stdout
+    assert "1 held" in seen["status"].stdout and "1 call(s) held for approval" in seen["status"].stdout
     assert seen["piped"].returncode != 0 and "only at an interactive terminal" in seen["piped"].stderr
     assert (
         "SEPARATION_OF_DUTIES" in seen["as_agent"].stdout

@@ -56,8 +56,10 @@ class Command(BaseCommand):
 
 def _cells(row: LedgerRow) -> list[str]:
     status = f"{row.status} (uncertain)" if row.uncertain else row.status
+    if row.definition_changed:
+        status += " (definition changed)"
     return [
-        str(row.seq),
+        str(row.seq) if row.seq else "-",
         row.tool,
         row.server,
         row.effect_class,
