@@ -156,10 +156,37 @@ SAGA_ALLOWED_ORIGINS: list[str] = env.list("SAGA_ALLOWED_ORIGINS", default=[])
 SAGA_PROXY_CONFIG: str = env.str("SAGA_PROXY_CONFIG", default="")
 # A stateless (2026-07-28) proxy client's session saga ends after this many seconds without a call.
 SAGA_PROXY_SESSION_IDLE_SECONDS: int = env.int("SAGA_PROXY_SESSION_IDLE_SECONDS", default=1800)
+# The largest downstream answer the proxy passes on to an agent (bytes); past it the agent is told, and nothing more
+# of it is read.
+SAGA_PROXY_MAX_RESULT_BYTES: int = env.int("SAGA_PROXY_MAX_RESULT_BYTES", default=8 * 1024 * 1024)
+# How long a proxied call may wait for its downstream's answer (a server's `timeoutMs` overrides it).
+SAGA_PROXY_CALL_TIMEOUT_SECONDS: float = env.float("SAGA_PROXY_CALL_TIMEOUT_SECONDS", default=300.0)
+# How long the proxy waits for a downstream to connect and answer initialize (a server's `connectTimeoutMs`).
+SAGA_PROXY_CONNECT_TIMEOUT_SECONDS: float = env.float("SAGA_PROXY_CONNECT_TIMEOUT_SECONDS", default=10.0)
+# Calls of one proxy session that may wait for a decision at once; the next is refused.
+SAGA_PROXY_MAX_HELD_CALLS: int = env.int("SAGA_PROXY_MAX_HELD_CALLS", default=20)
+# A tool listing older than this is listed again before a non-read call is forwarded (0 = before every one).
+SAGA_PROXY_RELIST_SECONDS: float = env.float("SAGA_PROXY_RELIST_SECONDS", default=60.0)
 
 if SAGA_PROXY_SESSION_IDLE_SECONDS < 1:
     raise ImproperlyConfigured(
         f"SAGA_PROXY_SESSION_IDLE_SECONDS must be at least 1 (got {SAGA_PROXY_SESSION_IDLE_SECONDS})."
+    )
+if not 64 * 1024 <= SAGA_PROXY_MAX_RESULT_BYTES <= 256 * 1024 * 1024:
+    raise ImproperlyConfigured(
+        f"SAGA_PROXY_MAX_RESULT_BYTES must be between 65536 (64 KiB) and 268435456 (256 MiB) "
+        f"(got {SAGA_PROXY_MAX_RESULT_BYTES})."
+    )
+for _timeout, _seconds, _low, _high in (
+    ("SAGA_PROXY_CALL_TIMEOUT_SECONDS", SAGA_PROXY_CALL_TIMEOUT_SECONDS, 0.1, 86_400.0),
+    ("SAGA_PROXY_CONNECT_TIMEOUT_SECONDS", SAGA_PROXY_CONNECT_TIMEOUT_SECONDS, 0.1, 600.0),
+    ("SAGA_PROXY_RELIST_SECONDS", SAGA_PROXY_RELIST_SECONDS, 0.0, 86_400.0),
+):
+    if not _low <= _seconds <= _high:
+        raise ImproperlyConfigured(f"{_timeout} must be between {_low:g} and {_high:g} seconds (got {_seconds:g}).")
+if not 1 <= SAGA_PROXY_MAX_HELD_CALLS <= 10_000:
+    raise ImproperlyConfigured(
+        f"SAGA_PROXY_MAX_HELD_CALLS must be between 1 and 10000 (got {SAGA_PROXY_MAX_HELD_CALLS})."
     )
 if SAGA_LEASE_SECONDS < 3:
     raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.utils import timezone
 
 from audit.models import EventType as E
@@ -28,7 +29,7 @@ from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
 from sagas.coordinator._guards import find_node
 from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
-from sagas.coordinator._proxy_contract import is_proxied_action, snapshot
+from sagas.coordinator._proxy_contract import PROXY_ACTION_PREFIX, is_proxied_action, snapshot
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
@@ -38,6 +39,8 @@ from sagas.proxied_facts import CallFacts
 from sagas.selectors.approvals import input_digest
 from sagas.states import ApprovalStatus, NodeStatus, StepStatus
 
+# A held call still open: waiting for a decision, or approved and about to be sent.
+OPEN_HELD = (NodeStatus.WAITING_APPROVAL, NodeStatus.READY)
 WHY = {
     "timeout": "nobody approved it within the confirm timeout, so it counts as denied",
     "disconnected": "the client disconnected while it waited, which cancels it",
@@ -48,7 +51,20 @@ WHY = {
 def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, *, requested_by: str) -> Begun:
     """The held form of a call: a WAITING_APPROVAL node and its PENDING approval (keeping the snapshot it binds, so
     an approver sees the definition and a call whose proxy is gone can still be journaled). A call held on an open
-    request is leased to this process (held_as="request"). Audit NODE_PLANNED, APPROVAL_REQUESTED."""
+    request is leased to this process (held_as="request"). Audit NODE_PLANNED, APPROVAL_REQUESTED.
+
+    A session already holding SAGA_PROXY_MAX_HELD_CALLS calls gets a REFUSED step (HELD_CALLS_LIMIT) instead: one
+    agent must not fill the operators' queue."""
+    waiting = Node.objects.filter(
+        saga=tx.saga, step__isnull=True, action__startswith=PROXY_ACTION_PREFIX, status__in=OPEN_HELD
+    ).count()
+    if waiting >= settings.SAGA_PROXY_MAX_HELD_CALLS:
+        reason = (
+            f"{waiting} calls of this session already wait for a person (SAGA_PROXY_MAX_HELD_CALLS is "
+            f"{settings.SAGA_PROXY_MAX_HELD_CALLS}), and a person decides those first"
+        )
+        told, audit = call.gate_facts(), call.audit_facts()
+        return refuse(tx, pinned, arguments, code="HELD_CALLS_LIMIT", reason=reason, facts=told, audit=audit)
     node = Node(
         saga=tx.saga,
         key=f"proxy-call-{tx.saga.next_position}",

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.distributed.workers import free_port, shared_database_url
 from tests.proxy.agent import Agent
-from tests.proxy.harness import READY_SECONDS, ROOT, stdio
+from tests.proxy.harness import READY_SECONDS, ROOT, stdio, wait_for_port
 
 HOSTILE = Path(__file__).with_name("hostile_server.py")
 BIN = Path(sys.executable).parent
@@ -45,6 +45,45 @@ def hostile(*flags: str, called: Path | None = None) -> dict[str, Any]:
     """A config server entry for the hostile server with `flags`, recording its calls in `called`."""
     extra = ("--called-file", str(called)) if called else ()
     return stdio(HOSTILE, *flags, *extra)
+
+
+@contextlib.contextmanager
+def hostile_over_http(*flags: str, called: Path | None = None) -> Iterator[dict[str, Any]]:
+    """The hostile server over Streamable HTTP for the block; yields its config server entry."""
+    port = free_port()
+    extra = ["--called-file", str(called)] if called else []
+    command = [sys.executable, str(HOSTILE), "--http", "--port", str(port), *flags, *extra]
+    proc = subprocess.Popen(command, cwd=ROOT)
+    try:
+        wait_for_port(port, proc)
+        yield {"url": f"http://127.0.0.1:{port}/mcp"}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def peak_memory_bytes(pid: int) -> int:
+    """The process's peak resident memory so far (VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for process {pid}")
+
+
+def proxy_pid(guarded: Guarded) -> int:
+    """The process serving the agents: `serve` (http), or the `semantic-saga proxy` started for this config."""
+    if guarded.transport == "http":
+        return guarded.procs[0].pid
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"proxy" in argv and str(guarded.config).encode() in argv:
+            return int(entry.name)
+    raise AssertionError(f"no semantic-saga proxy process serves {guarded.config}")
 
 
 @dataclass
@@ -73,7 +112,8 @@ class Guarded:
     async def agent(
         self, token: str = ALICE, *, mode: str = "legacy", agent: Agent | None = None, **options: Any
     ) -> AsyncIterator[Client]:
-        """An agent connected to the proxy (stdio: a `semantic-saga proxy` process of its own)."""
+        """An agent connected to the proxy (stdio: a `semantic-saga proxy` process of its own, logging to
+        `self.log`)."""
         callbacks = {**(agent or Agent()).callbacks(), **options}
         if self.transport == "stdio":
             params = StdioServerParameters(
@@ -82,8 +122,10 @@ class Guarded:
                 env=self.env,
                 cwd=str(ROOT),
             )
-            async with Client(stdio_client(params), mode=mode, cache=None, **callbacks) as client:
-                yield client
+            assert self.log is not None
+            with self.log.open("a", encoding="utf-8") as errlog:
+                async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None, **callbacks) as client:
+                    yield client
             return
         headers = {"Authorization": f"Bearer {token}"}
         async with (
@@ -125,12 +167,12 @@ def guarded_proxy(
     called = workdir / "called.jsonl"
     config = workdir / f"proxy-{time.monotonic_ns()}.json"
     config.write_text(json.dumps({"servers": servers or {"h": hostile(called=called)}, **extra}))
-    guarded = Guarded(transport, config, called, _env(workdir, **(env or {})))
+    guarded = Guarded(transport, config, called, _env(workdir, **(env or {})), log=workdir / f"{transport}.log")
     if transport == "stdio":
         yield guarded
         return
     port = free_port()
-    guarded.base, guarded.log = f"http://127.0.0.1:{port}", workdir / "serve.log"
+    guarded.base = f"http://127.0.0.1:{port}"
     guarded.env.update(SAGA_PROXY_CONFIG=str(config), SAGA_PUBLIC_URL=guarded.base)
     command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
     with guarded.log.open("ab") as out:

@@ -1,8 +1,9 @@
 """A hostile downstream MCP server for the guardian tests: everything a server can do to talk its way past the proxy.
 
     python tests/proxy/hostile_server.py [--pull-after N] [--announce] [--called-file F] [--silent]
+    python tests/proxy/hostile_server.py --http --port 8933 ...   # Streamable HTTP at /mcp
 
-Over stdio (the proxy starts it). Its tools, as first listed:
+Over stdio (the proxy starts it), or Streamable HTTP. Its tools, as first listed:
 
 - `get_status`: a read (readOnlyHint), the harmless call that triggers the rug pull;
 - `purge_cache`: no annotations, class I by its name (held);
@@ -136,11 +137,20 @@ def main() -> None:
     parser.add_argument("--announce", action="store_true")
     parser.add_argument("--called-file", default="")
     parser.add_argument("--silent", action="store_true")
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--port", type=int, default=8933)
     args = parser.parse_args()
     if args.silent:
         anyio.run(_silent)
         return
-    anyio.run(_serve, build_server(Hostile(args.pull_after, args.announce, args.called_file)))
+    server = build_server(Hostile(args.pull_after, args.announce, args.called_file))
+    if not args.http:
+        anyio.run(_serve, server)
+        return
+    import uvicorn
+
+    app = server.streamable_http_app(streamable_http_path="/mcp")
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -15,27 +15,11 @@ from django.utils import timezone
 
 from sagas.coordinator import sagas_recover
 from sagas.models import Node
-from tests.proxy.guardian import TRANSPORTS, Guarded, guarded_proxy, held_node, poll
+from tests.proxy.guardian import TRANSPORTS, Guarded, guarded_proxy, held_node, poll, proxy_pid
 from tests.proxy.terminal import at_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LEASE = {"SAGA_LEASE_SECONDS": "3"}
-
-
-def _pid_of(guarded: Guarded) -> int:
-    """The process holding the call: `serve` (http), or the `semantic-saga proxy` serving this config (stdio)."""
-    if guarded.transport == "http":
-        return guarded.procs[0].pid
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"proxy" in argv and str(guarded.config).encode() in argv:
-            return int(entry.name)
-    raise AssertionError(f"no semantic-saga proxy process serves {guarded.config}")
 
 
 def _kill_while_held(guarded: Guarded) -> Node:
@@ -50,7 +34,7 @@ def _kill_while_held(guarded: Guarded) -> Node:
 
             group.start_soon(call)
             node = await anyio.to_thread.run_sync(held_node)
-            os.kill(_pid_of(guarded), signal.SIGKILL)
+            os.kill(proxy_pid(guarded), signal.SIGKILL)
             group.cancel_scope.cancel()
         return node
 

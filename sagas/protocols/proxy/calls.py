@@ -21,6 +21,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
 from sagas.protocols.proxy.relay import ClientRelay
+from sagas.protocols.proxy.result_cap import ResultTooLarge
 
 # The result's `_meta` key under which the proxy says what happened to a call it could not complete.
 PROXY_META_KEY = "io.semantic-saga/proxy"
@@ -135,6 +136,8 @@ class ForwardingCallPath:
             return not_sent_result(request, str(down))
         except DownstreamLost as lost:
             return uncertain_result(request, str(lost))
+        except ResultTooLarge as oversized:
+            return too_large_result(request, oversized)
 
 
 def refuse_viewer_read(request: ProxiedRead[Any]) -> None:
@@ -174,6 +177,16 @@ def uncertain_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
         "or tell the user that the outcome is unknown."
     )
     return _error(text, request, "uncertain", reason)
+
+
+def too_large_result(request: ProxiedCall, oversized: ResultTooLarge) -> types.CallToolResult:
+    size = f"{oversized.size_bytes} bytes" if oversized.size_bytes is not None else "more"
+    text = (
+        f"{request.exposed_name} answered with {size}, more than this proxy passes on to an agent "
+        f"({oversized.limit_bytes} bytes, SAGA_PROXY_MAX_RESULT_BYTES), so its answer was not read. It ran: whatever "
+        "it does, it did. Ask it for less (a page, a filter, a narrower range) if it has a way to, or tell the user."
+    )
+    return _error(text, request, "too_large", str(oversized))
 
 
 def _error(text: str, request: ProxiedCall, outcome: str, reason: str) -> types.CallToolResult:

@@ -240,6 +240,8 @@ def _build(document: dict[str, Any], path: Path, pack_paths: tuple[Path, ...], p
 
 
 def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
+    call_timeout = raw["timeoutMs"] / 1000 if "timeoutMs" in raw else None
+    connect_timeout = raw["connectTimeoutMs"] / 1000 if "connectTimeoutMs" in raw else None
     if "url" in raw:
         return ServerSpec(
             name=name,
@@ -247,6 +249,8 @@ def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
             url=raw["url"],
             headers=dict(raw.get("headers", {})),
             prefix=raw.get("prefix", ""),
+            call_timeout_seconds=call_timeout,
+            connect_timeout_seconds=connect_timeout,
         )
     return ServerSpec(
         name=name,
@@ -256,6 +260,8 @@ def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
         env=dict(raw.get("env", {})),
         cwd=(base / raw["cwd"]).resolve() if "cwd" in raw else None,
         prefix=raw.get("prefix", ""),
+        call_timeout_seconds=call_timeout,
+        connect_timeout_seconds=connect_timeout,
     )
 
 

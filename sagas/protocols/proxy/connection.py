@@ -7,6 +7,11 @@ reports the server down and reconnects with exponential backoff. A server that i
 
 The session uses the 2025-11-25 handshake on purpose: one stateful session carries the server's own requests
 (elicitation, sampling, roots) and its notifications (list_changed, progress, logs) back to the proxy.
+
+Limits: a server has `connectTimeoutMs` to start and answer initialize (else it is reported down and retried in the
+background) and `timeoutMs` to answer each request (else the request is cancelled and its outcome is unknown:
+`DownstreamTimedOut`); no answer is read past SAGA_PROXY_MAX_RESULT_BYTES (`ResultTooLarge`,
+sagas.protocols.proxy.result_cap).
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import contextlib
 import dataclasses
 import logging
 import shlex
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,18 +28,20 @@ from typing import Any, Literal
 import anyio
 import httpx2
 import mcp.types as types
+from django.conf import settings
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
 from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
 from sagas.protocols.proxy import listing as lists
 from sagas.protocols.proxy.catalog import ServerListing
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
+from sagas.protocols.proxy.result_cap import CappedBodies, too_large
 from sagas.protocols.proxy.specs import ServerSpec
+from sagas.protocols.proxy.stdio_transport import bounded_stdio_client
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -54,8 +60,9 @@ ListingCallback = Callable[["DownstreamConnection", ServerListing, frozenset[str
 class Timing:
     """How patient the proxy is with its downstreams (seconds)."""
 
-    # Starting a stdio server can take seconds (an interpreter importing its SDK); an HTTP server answers faster.
-    connect_timeout: float = 20.0
+    # How long a server may take to start and answer initialize; None: SAGA_PROXY_CONNECT_TIMEOUT_SECONDS (a
+    # server's own `connectTimeoutMs` wins over both).
+    connect_timeout: float | None = None
     # One page of a listing; a server slower than this is treated as down rather than stalling the proxy.
     list_timeout: float = 20.0
     # Reconnection backoff: doubles from the first to the last value, so a flapping server is not hammered.
@@ -72,6 +79,11 @@ class DownstreamUnavailable(Exception):
 
 class DownstreamLost(Exception):
     """The request was sent but the connection was lost before the answer: it may or may not have acted."""
+
+
+class DownstreamTimedOut(DownstreamLost):
+    """The request was sent and no answer came within the server's call timeout: it was cancelled, and whether it
+    acted is unknown."""
 
 
 @dataclass
@@ -246,21 +258,35 @@ class DownstreamConnection:
                 client_info=CLIENT_INFO,
             )
             await stack.enter_async_context(session)
-            with anyio.fail_after(self._timing.connect_timeout):
+            with anyio.fail_after(self.connect_timeout):
                 init = await session.initialize()
             yield session, init, secrets
 
+    @property
+    def connect_timeout(self) -> float:
+        chosen = self.spec.connect_timeout_seconds or self._timing.connect_timeout
+        return float(chosen if chosen is not None else settings.SAGA_PROXY_CONNECT_TIMEOUT_SECONDS)
+
+    @property
+    def call_timeout(self) -> float:
+        return float(self.spec.call_timeout_seconds or settings.SAGA_PROXY_CALL_TIMEOUT_SECONDS)
+
     def _transport(self, stack: contextlib.AsyncExitStack, values: dict[str, str]) -> Any:
-        spec = self.spec
+        spec, limit = self.spec, settings.SAGA_PROXY_MAX_RESULT_BYTES
         if spec.transport == "stdio":
-            params = StdioServerParameters(command=spec.command, args=list(spec.args), env=values or None, cwd=spec.cwd)
             # The child's stderr joins ours: stdout is the MCP stream, stderr is where a server says what is wrong.
-            return stdio_client(params, errlog=sys.stderr)
+            return bounded_stdio_client(
+                spec.command, list(spec.args), env=values or None, cwd=spec.cwd, max_message_bytes=limit
+            )
         # No read timeout: a call may legitimately wait long (an elicitation waits for a person); pings notice a
-        # dead server instead.
-        http = httpx2.AsyncClient(headers={"User-Agent": USER_AGENT, **values}, timeout=httpx2.Timeout(30.0, read=None))
+        # dead server, and each request has its own call timeout.
+        http = httpx2.AsyncClient(
+            headers={"User-Agent": USER_AGENT, **values},
+            timeout=httpx2.Timeout(30.0, read=None),
+            transport=CappedBodies(limit),
+        )
         stack.push_async_callback(http.aclose)
-        return streamable_http_client(spec.url, http_client=http)
+        return streamable_http_client(spec.url, http_client=http, max_sse_event_size=limit)
 
     # --- requests from the proxy --------------------------------------------------------------------------------
 
@@ -272,12 +298,24 @@ class DownstreamConnection:
         return live
 
     async def request(self, request: Any, result_type: type[Any], relay: ClientRelay) -> Any:
-        """Send one request for a client; its progress and the server's own requests go back through `relay`."""
+        """Send one request for a client; its progress and the server's own requests go back through `relay`.
+        Raises DownstreamUnavailable (not sent), DownstreamLost or DownstreamTimedOut (sent, no answer),
+        ResultTooLarge (it answered past the limit) or the server's own MCPError."""
         live = self._require()
+        timeout = self.call_timeout
         with self._router.serving(self.spec.name, relay):
             try:
-                return await live.session.send_request(request, result_type, progress_callback=relay.progress)
+                return await live.session.send_request(
+                    request, result_type, request_read_timeout_seconds=timeout, progress_callback=relay.progress
+                )
             except MCPError as error:
+                if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
+                    raise oversized from None
+                if error.code == REQUEST_TIMEOUT:
+                    raise DownstreamTimedOut(
+                        f'the MCP server "{self.spec.name}" did not answer within {timeout:g}s (its timeoutMs, or '
+                        "SAGA_PROXY_CALL_TIMEOUT_SECONDS), so the request was cancelled"
+                    ) from None
                 if error.code == CONNECTION_CLOSED or "Session terminated" in error.message:
                     self._mark_lost(live, f"the connection closed during a request ({error.message})")
                     raise DownstreamLost(

@@ -24,11 +24,13 @@ from sagas.protocols.proxy.connection import (
     DownstreamConnection,
     DownstreamLost,
     DownstreamStatus,
+    DownstreamTimedOut,
     DownstreamUnavailable,
     Timing,
 )
 from sagas.protocols.proxy.listing import Kind
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
+from sagas.protocols.proxy.result_cap import ResultTooLarge
 from sagas.protocols.proxy.specs import ProxyConfig
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -40,7 +42,9 @@ __all__ = [
     "DownstreamLost",
     "DownstreamManager",
     "DownstreamStatus",
+    "DownstreamTimedOut",
     "DownstreamUnavailable",
+    "ResultTooLarge",
     "Timing",
 ]
 
@@ -150,8 +154,8 @@ class DownstreamManager:
         meta: dict[str, Any] | None = None,
     ) -> types.CallToolResult:
         """tools/call on `server` under its downstream name, exactly as it answers (no output-schema check: the
-        agent's client does that). Raises DownstreamUnavailable (not sent), DownstreamLost (sent, answer lost) or
-        the server's MCPError."""
+        agent's client does that). Raises DownstreamUnavailable (not sent), DownstreamLost or DownstreamTimedOut
+        (sent, answer lost), ResultTooLarge (answered past the limit) or the server's MCPError."""
         forwarded = cast(types.RequestParamsMeta, meta) if meta else None
         params = types.CallToolRequestParams(name=tool, arguments=arguments, _meta=forwarded)
         result: types.CallToolResult = await self._connection(server).request(

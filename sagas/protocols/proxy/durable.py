@@ -40,9 +40,15 @@ from sagas.protocols.proxy.calls import (
     ReadAnswer,
     not_sent_result,
     refused_result,
+    too_large_result,
     uncertain_result,
 )
-from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.downstream import (
+    DownstreamLost,
+    DownstreamManager,
+    DownstreamUnavailable,
+    ResultTooLarge,
+)
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.reads import journaled_read
@@ -269,6 +275,10 @@ class DurableCallPath:
         except DownstreamLost as lost:
             await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
             return uncertain_result(request, str(lost))
+        except ResultTooLarge as oversized:
+            done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
+            await self._finish(request, begun, started, {**outcome, **done})
+            return too_large_result(request, oversized)
         except anyio.get_cancelled_exc_class():
             # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
             # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
@@ -305,7 +315,7 @@ class DurableCallPath:
             read = await self.downstreams.call_tool(
                 request.server, entry.capture.tool, arguments, relay=request.relay, meta=meta
             )
-        except (ActionFailure, DownstreamUnavailable, DownstreamLost, MCPError) as error:
+        except (ActionFailure, DownstreamUnavailable, DownstreamLost, ResultTooLarge, MCPError) as error:
             raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
         answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
         if read.is_error:

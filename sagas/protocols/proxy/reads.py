@@ -22,7 +22,7 @@ from audit.canonical import sha256_hex
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from sagas.protocols.proxy.calls import PROXY_META_KEY, ClientIdentity, ProxiedRead, ReadAnswer, refuse_viewer_read
-from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
 from sagas.protocols.proxy.specs import ProxyConfig
 from sagas.proxied_facts import CallFacts
 
@@ -119,6 +119,10 @@ async def _forward(path: DurablePath, request: ProxiedRead[ReadAnswer], begun: d
         raise
     except DownstreamUnavailable as down:
         await _finish(path, request, begun, started, {"kind": "not_sent", "reason": str(down)})
+        raise
+    except ResultTooLarge as oversized:
+        done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
+        await _finish(path, request, begun, started, done)
         raise
     except BaseException as lost:  # DownstreamLost, or the client went away (cancelled) while it was out
         why = str(lost) if isinstance(lost, DownstreamLost) else "the request was cancelled before the answer came"

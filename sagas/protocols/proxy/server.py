@@ -40,7 +40,7 @@ from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.mcp_tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
 from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page, short_name
-from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
 from sagas.protocols.proxy.relay import RequestRelay
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -353,6 +353,11 @@ def _as_protocol_errors() -> Iterator[None]:
         yield
     except (DownstreamUnavailable, DownstreamLost) as error:
         raise MCPError(INTERNAL_ERROR, f"{error}. Try again in a little while.") from None
+    except ResultTooLarge as oversized:
+        raise MCPError(
+            INTERNAL_ERROR,
+            f"The server's answer was not read: {oversized} (SAGA_PROXY_MAX_RESULT_BYTES). Read something smaller.",
+        ) from None
 
 
 def _with_exposed_uris(catalog: Catalog, server: str, result: types.ReadResourceResult) -> types.ReadResourceResult:

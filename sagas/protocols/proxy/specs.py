@@ -30,6 +30,8 @@ class ServerSpec:
     url: str = ""
     headers: dict[str, Any] = field(default_factory=dict)  # value: str or a secret reference object
     prefix: str = ""  # tools are exposed as f"{prefix}__{tool}" when set
+    call_timeout_seconds: float | None = None  # `timeoutMs`; None: SAGA_PROXY_CALL_TIMEOUT_SECONDS
+    connect_timeout_seconds: float | None = None  # `connectTimeoutMs`; None: SAGA_PROXY_CONNECT_TIMEOUT_SECONDS
 
     def exposed_name(self, tool: str) -> str:
         return f"{self.prefix}__{tool}" if self.prefix else tool
