@@ -38,6 +38,9 @@ EVENT_TYPES = frozenset(
         EventType.ACTION_ACTIVATED,
         EventType.ACTION_DEACTIVATED,
         EventType.POLICY_REVISION_CHANGED,
+        EventType.TOOL_PINNED,
+        EventType.TOOL_DEFINITION_CHANGED,
+        EventType.TOOL_PIN_ACCEPTED,
     }
 )
 

@@ -117,6 +117,11 @@ class EventType(models.TextChoices):
     ACTION_ACTIVATED = "ACTION_ACTIVATED"
     ACTION_DEACTIVATED = "ACTION_DEACTIVATED"
     POLICY_REVISION_CHANGED = "POLICY_REVISION_CHANGED"
+    # Tool definitions the MCP proxy trusts (registry.tool_pins): pinned on first use, seen changed (or new), and
+    # accepted by an operator.
+    TOOL_PINNED = "TOOL_PINNED"
+    TOOL_DEFINITION_CHANGED = "TOOL_DEFINITION_CHANGED"
+    TOOL_PIN_ACCEPTED = "TOOL_PIN_ACCEPTED"
 
 
 class ControlPlaneChain(models.Model):

@@ -38,3 +38,35 @@ class ActionDefinition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action_id}@{self.version}"
+
+
+class ToolPinStatus(models.TextChoices):
+    APPROVED = "approved", "approved"  # the server lists the pinned definition
+    CHANGED = "changed", "changed"  # the server lists another definition than the pinned one
+    PENDING = "pending", "pending"  # appeared after its server's first listing: nothing pinned yet
+
+
+class ToolPin(models.Model):
+    """The definition of one downstream tool (per proxy server name) this deployment trusts, and the one its server
+    lists now. The first definition seen of each tool of a server seen for the first time is trusted on first use;
+    a definition that differs, or a tool that appears later, waits for an operator to accept it
+    (registry.tool_pins), and until then every call of it is held for confirmation with what changed."""
+
+    server = models.CharField(max_length=200)
+    tool = models.CharField(max_length=200)
+    status = models.CharField(max_length=16, choices=ToolPinStatus.choices)
+    pinned_definition = models.JSONField(null=True, blank=True)  # null while pending
+    pinned_hash = models.CharField(max_length=64, blank=True, default="")
+    seen_definition = models.JSONField()
+    seen_hash = models.CharField(max_length=64)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    seen_at = models.DateTimeField(auto_now=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.CharField(max_length=200, blank=True, default="")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["server", "tool"], name="tool_pin_server_tool_uniq")]
+        ordering = ["server", "tool"]
+
+    def __str__(self) -> str:
+        return f"{self.server}/{self.tool} ({self.status})"

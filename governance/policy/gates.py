@@ -24,7 +24,8 @@ from typing import Literal
 
 GateAction = Literal["allow", "confirm", "block", "hide"]
 GATE_ACTIONS: tuple[GateAction, ...] = ("allow", "confirm", "block", "hide")
-GateSource = Literal["tool_rule", "class_map", "default"]
+# definition_changed: raised to confirm because the tool's definition is not its pin (sagas.protocols.proxy.trust).
+GateSource = Literal["tool_rule", "class_map", "default", "definition_changed"]
 # The guardian default: an irreversible call waits for an operator; the rest flows and is only recorded
 # (`unknown` flows too, so a `delete_*` runs while a `transfer_*` waits; `"unknown": "confirm"` is one line away).
 DEFAULT_CLASS_GATES: Mapping[str, GateAction] = {

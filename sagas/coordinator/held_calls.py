@@ -45,6 +45,17 @@ WHY = {
     "timeout": "nobody approved it within the confirm timeout, so it counts as denied",
     "disconnected": "the client disconnected while it waited, which cancels it",
     "cancelled": "the client cancelled its task while it waited, which withdraws it",
+    "redefined": (
+        "its server no longer offers the definition it was approved under (the tool changed after the approval), "
+        "so the approval does not cover what would run; an operator may accept the new definition "
+        "(semantic-saga pins), and the agent may then call again"
+    ),
+}
+CODES = {
+    "timeout": "CONFIRM_TIMEOUT",
+    "disconnected": "CONFIRM_CANCELLED",
+    "cancelled": "CONFIRM_CANCELLED",
+    "redefined": "DEFINITION_CHANGED",
 }
 
 
@@ -135,7 +146,7 @@ def proxied_call_withdraw(
     The node ends REJECTED and its step REFUSED."""
     authorize(actor, EXECUTE, "execute")
     if why not in ("denied", *WHY):
-        raise InvalidInput(message="why must be denied, timeout, disconnected or cancelled.")
+        raise InvalidInput(message="why must be denied, timeout, disconnected, cancelled or redefined.")
     pinned = snapshot(call)
     _stop_keeping(node_id)
     with locked_saga(saga_id, actor) as tx:
@@ -170,7 +181,7 @@ def _close(tx: Tx, node: Node, approval: Approval, why: str) -> None:
 
 def _refusal(node: Node, why: str) -> tuple[str, str]:
     if why in WHY:
-        return f"CONFIRM_{'TIMEOUT' if why == 'timeout' else 'CANCELLED'}", WHY[why]
+        return CODES[why], WHY[why]
     decided = node.approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at").first()
     if decided is not None and decided.status == ApprovalStatus.EXPIRED:
         return "CONFIRM_TIMEOUT", WHY["timeout"]

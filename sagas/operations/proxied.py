@@ -45,7 +45,10 @@ class HeldCallArgs(CallBeginArgs):
 
 
 class WithdrawArgs(HeldCallArgs):
-    why: str = Field(description="denied, timeout, disconnected or cancelled (its MCP task was).")
+    why: str = Field(
+        description="denied, timeout, disconnected, cancelled (its MCP task was) or redefined (the server no longer "
+        "offers the approved definition)."
+    )
 
 
 class CallFinishArgs(ProxyArgs):

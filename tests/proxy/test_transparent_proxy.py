@@ -90,7 +90,11 @@ def test_each_tool_carries_its_downstream_definition_hash(served: ServedProxy, d
         async with connect(demo_http.url, "legacy") as client:
             tool = next(t for t in (await client.list_tools()).tools if t.name == "update_contact")
             annotations = tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[union-attr]
-            return {"name": tool.name, "inputSchema": tool.input_schema, "annotations": annotations}
+            # name, title, description, input and output schemas, annotations: what an agent reads and relies on
+            wire = {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
+            if tool.output_schema is not None:
+                wire["outputSchema"] = tool.output_schema
+            return {**wire, "annotations": annotations}
 
     expected = sha256_hex(asyncio.run(downstream_definition()))
 

@@ -9,8 +9,8 @@ A tool whose exposed name breaks MCP's naming rule (1 to 128 of `A-Z a-z 0-9 _ -
 call it reliably, and a hostile name (spaces, newlines, 100,000 characters) must not reach agents or error texts.
 The catalog keeps what it left out (`left_out`) so the proxy can warn once.
 
-Every tool carries its downstream definition hash (sha256 of the canonical JSON of its downstream name, input
-schema and annotations), so a later step can pin the definition a session saw and notice when it changes.
+Every tool carries its downstream definition hash (sha256 of the canonical JSON of its definition: name, title,
+description, schemas, annotations), which the proxy checks against the deployment's pin (registry.tool_pins).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from mcp.shared.tool_name_validation import validate_tool_name
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from audit.canonical import sha256_hex
+from registry.tool_pins import definition_hash as pinned_hash
+from registry.tool_pins import tool_definition
 from sagas.protocols.proxy.specs import ServerSpec
 
 # How much of a name an error text or a log line shows: enough to recognise it, never a flood.
@@ -60,12 +61,10 @@ class LeftOut:
 
 
 def definition_hash(tool: types.Tool) -> str:
-    """sha256 of the canonical JSON of what decides a call's meaning: the downstream name, the input schema and
-    the annotations (descriptions and titles may be reworded without changing what a call does)."""
-    annotations = (
-        tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
-    )
-    return sha256_hex({"name": tool.name, "inputSchema": tool.input_schema, "annotations": annotations})
+    """sha256 of the canonical JSON of the tool's pinned definition (registry.tool_pins.tool_definition): name,
+    title, description, input and output schemas and annotations. A description is part of it: it is what the
+    agent reads, so a server rewording it can change what the agent does."""
+    return pinned_hash(tool_definition(tool.model_dump(mode="json", by_alias=True, exclude_none=True)))
 
 
 @dataclass(frozen=True)

@@ -131,7 +131,9 @@ class DownstreamConnection:
         self.spec = spec
         self.status = DownstreamStatus(server=spec.name, transport=spec.transport, where=where(spec))
         self.listing: ServerListing | None = None
+        self.tools_listed_at = 0.0  # time.monotonic() of the last tool listing read (0: none yet)
         self.first_attempt = anyio.Event()
+        self._relisting = anyio.Lock()
         self._router = router
         self._on_listing = on_listing
         self._timing = timing
@@ -167,6 +169,7 @@ class DownstreamConnection:
         try:
             async with self._session() as (session, init, secrets):
                 listing = await lists.first_listing(session, self.spec, init, self._timing.list_timeout)
+                self.tools_listed_at = time.monotonic()
                 live = self._live = _Live(session, init, secrets)
                 self._connected(init, listing)
                 await self._on_listing(self, listing, frozenset({"tools", "prompts", "resources", "instructions"}))
@@ -227,6 +230,8 @@ class DownstreamConnection:
         self.status.listing_problem = ""
         if live is not self._live or self.listing is None:
             return  # the connection this answer came from has been replaced meanwhile
+        if kind == "tools":
+            self.tools_listed_at = time.monotonic()
         listing = self.listing = dataclasses.replace(self.listing, **fresh)
         self.status.tools = len(listing.tools)
         await self._on_listing(self, listing, frozenset({kind}))
@@ -328,6 +333,13 @@ class DownstreamConnection:
         """Re-read one kind now (a client asked for the list); a failure keeps the previous list."""
         if (live := self._live) is not None and not live.lost.is_set():
             await self._refresh(live, kind)
+
+    async def relist_tools_if_older(self, seconds: float) -> None:
+        """Re-read the tools unless they were read less than `seconds` ago (calls waiting on one re-listing share
+        it)."""
+        async with self._relisting:
+            if time.monotonic() - self.tools_listed_at >= seconds:
+                await self.relist("tools")
 
     # --- the server's own requests and notifications ------------------------------------------------------------
 

@@ -179,6 +179,11 @@ class DownstreamManager:
         )
         return result
 
+    async def relist_tools(self, server: str, *, older_than: float = 0.0) -> None:
+        """Re-read `server`'s tools now, or only when its listing is `older_than` seconds old; the catalog and its
+        listeners are updated before this returns."""
+        await self._connection(server).relist_tools_if_older(older_than)
+
     async def refresh(self, kind: Kind) -> None:
         """Re-read one kind from every connected server that offers it, concurrently (prompts and resources are
         read fresh for each client listing; tools change only through list_changed)."""

@@ -10,6 +10,7 @@ journaled".
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -24,10 +25,9 @@ from mcp.shared.exceptions import MCPError
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
-from governance.policy.gates import gate_for, hidden
+from governance.policy.gates import GateDecision
 from registry.errors import ActionFailure
 from registry.packs import tool_result_payload
-from registry.tool_classes import Classification, classify
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp_tasks.negotiation import requested
@@ -53,6 +53,7 @@ from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
+from sagas.protocols.proxy.trust import ToolTrust, listening
 from sagas.proxied_facts import CallFacts, CallOutcome, ClientInfo, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -70,7 +71,6 @@ GONE_WHILE_OUT = "the client went away while the call was out, so its answer was
 @dataclass
 class Session:
     saga_id: str
-    hashes: dict[str, str]  # exposed tool name -> definition hash when the session began
     last_used: float = field(default_factory=time.monotonic)
 
 
@@ -81,6 +81,9 @@ class DurableCallPath:
         self.packs = config.packs.in_force(capture_enabled=config.capture)
         self.sessions: dict[str, Session] = {}
         self.journal = Journal()
+        # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
+        self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates)
+        downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog))
         self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
         self.held_tasks = HeldCallTasks(self, _refusal)
@@ -93,8 +96,13 @@ class DurableCallPath:
                 f"{request.principal.principal_id} may read but not act (calling a tool needs the operator role)",
             )
         try:
+            fresh = await self._fresh(request)
+            if fresh is None:
+                return refused_result(request, "its server no longer offers it (it was just listed again)")
+            request = fresh
+            await self.trust.recheck(request.server, request.definition)
             session = await self._session(request.principal, request.client)
-            facts = self._facts(request, session)
+            facts = self._facts(request)
             begun = await self._op(
                 "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=request.arguments
             )
@@ -115,25 +123,37 @@ class DurableCallPath:
         return await journaled_read(self, request, _server_block(self._spec(request.server)))
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
-        """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and refused if called)."""
-        found = self._classify(server, tool)
-        return hidden(
-            found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "", self.config.gates
-        )
+        """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and answered as an
+        unknown tool if called)."""
+        return self._gate(principal, client, server, tool).action == "hide"
 
     def holds(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         """A tool whose gate is `confirm` for this caller: tools/list offers its calls as tasks (taskSupport)."""
-        found = self._classify(server, tool)
-        gate = gate_for(
-            found.effect_class, tool.name, server, principal.tenant_id, client.client_name or "", self.config.gates
-        )
-        return gate.action == "confirm"
+        return self._gate(principal, client, server, tool).action == "confirm"
 
-    def _classify(self, server: str, tool: types.Tool) -> Classification:
-        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
-        entry = self.packs.inverse_for(server, tool.name)
-        where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
-        return classify(tool.name, server, annotations, self.config.rules, entry is not None, inverse_source=where)
+    def _gate(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> GateDecision:
+        found = self.trust.classify(server, tool)
+        return self.trust.gate(server, tool.name, found.effect_class, principal.tenant_id, client.client_name or "")
+
+    async def _fresh(self, request: ProxiedCall) -> ProxiedCall | None:
+        """The call as the server's current listing defines it: a non-read call whose tool listing is older than
+        SAGA_PROXY_RELIST_SECONDS has it read again first (so a definition changed without list_changed is seen);
+        None if the tool is gone. A read is never delayed by a re-listing."""
+        if self.trust.classify(request.server, request.definition).effect_class == "read":
+            return request
+        await self.downstreams.relist_tools(request.server, older_than=float(settings.SAGA_PROXY_RELIST_SECONDS))
+        current = self.downstreams.catalog.tools.get(request.exposed_name)
+        if current is None or current.server != request.server:
+            return None
+        if current.definition_hash == request.definition_hash:
+            return request
+        return dataclasses.replace(request, definition=current.tool, definition_hash=current.definition_hash)
+
+    async def still_offered(self, request: ProxiedCall, facts: CallFacts) -> bool:
+        """Whether the server still lists the definition a held call was approved under (read again now)."""
+        await self.downstreams.relist_tools(request.server)
+        current = self.downstreams.catalog.tools.get(request.exposed_name)
+        return current is not None and current.definition_hash == facts.definition_hash
 
     async def client_initialized(self, principal: Principal, client: ClientIdentity) -> None:
         """A 2025-11-25 session's saga is opened at the handshake, so operators see it before its first call."""
@@ -166,8 +186,7 @@ class DurableCallPath:
                 config=str(self.config.path),
             )
             opened = await self._op("proxy_session_open", principal, session=metadata, preview=self.config.preview)
-            hashes = {name: tool.definition_hash for name, tool in self.downstreams.catalog.tools.items()}
-            session = self.sessions[key] = Session(str(opened["saga_id"]), hashes)
+            session = self.sessions[key] = Session(str(opened["saga_id"]))
             self._forget_oldest()
             return session
 
@@ -180,21 +199,14 @@ class DurableCallPath:
 
     # --- facts ----------------------------------------------------------------------------------------------------
 
-    def _facts(self, request: ProxiedCall, session: Session) -> CallFacts:
+    def _facts(self, request: ProxiedCall) -> CallFacts:
         tool = request.definition
         entry = self.packs.inverse_for(request.server, request.tool)
-        where = f'pack "{entry.pack}" ({entry.source})' if entry else ""
-        found = self._classify(request.server, tool)
+        found = self.trust.classify(request.server, tool)
         client_name = request.client.client_name or ""
-        gate = gate_for(
-            found.effect_class,
-            request.tool,
-            request.server,
-            request.principal.tenant_id,
-            client_name,
-            self.config.gates,
-        )
-        pinned = session.hashes.get(request.exposed_name, request.definition_hash)
+        tenant = request.principal.tenant_id
+        gate = self.trust.gate(request.server, request.tool, found.effect_class, tenant, client_name)
+        pin = self.trust.state(request.server, request.tool)
         return CallFacts(
             server=request.server,
             tool=request.tool,
@@ -202,8 +214,9 @@ class DurableCallPath:
             server_block=_server_block(self._spec(request.server)),
             definition=tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
             definition_hash=request.definition_hash,
-            pinned_definition_hash=pinned,
-            definition_changed=pinned != request.definition_hash,
+            pinned_definition_hash=pin.pinned_hash,
+            definition_changed=not pin.trusted,
+            definition_changes=pin.changes,
             effect_class=found.effect_class,
             class_source=found.source,
             class_reason=found.reason,
@@ -211,7 +224,7 @@ class DurableCallPath:
             gate_source=gate.source,
             gate_reason=gate.reason,
             inverse=entry.as_mcp_contract_parts() if entry else {},
-            inverse_source=where,
+            inverse_source=self.trust.inverse_source(request.server, request.tool),
             confirm_timeout_seconds=self.config.gates.confirm_timeout_seconds,
             held_as="task" if requested() is not None else "request",
         )
@@ -229,6 +242,8 @@ class DurableCallPath:
         try:
             while True:
                 decision = await self._op("proxy_call_decision", request.principal, **held)
+                if decision["decision"] == "approved" and not await self.still_offered(request, facts):
+                    return await self._withdraw(request, facts, held, "redefined")
                 if decision["decision"] == "approved":
                     return await self._op(
                         "proxy_call_release", request.principal, **held, call=facts, arguments=request.arguments

@@ -7,6 +7,7 @@ process serving the same configuration can finish it after a restart. Decisions 
 exactly as on the blocking path (DurableCallPath._hold):
 
     approved        -> proxy_call_release, forwarded: the task is completed with exactly the downstream's result
+                       (unless the server no longer offers the approved definition: withdrawn, nothing sent)
     denied, expired -> proxy_call_withdraw: completed with the isError refusal the blocking path gives
     confirm timeout -> proxy_call_withdraw(why="timeout"): the same (counted from the task's creation)
     tasks/cancel    -> proxy_call_withdraw(why="cancelled"): cancelled (tasks/result gives that refusal); a later
@@ -55,6 +56,8 @@ class HeldCallPath(Protocol):
     ) -> dict[str, Any]: ...
 
     async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult: ...
+
+    async def still_offered(self, request: ProxiedCall, facts: CallFacts) -> bool: ...
 
     async def _finish(
         self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
@@ -106,6 +109,8 @@ class HeldCallTasks:
         timeout = facts.confirm_timeout_seconds
         while True:
             decision = await self.path._op("proxy_call_decision", principal, **held)
+            if decision["decision"] == "approved" and not await self.path.still_offered(request, facts):
+                return _answered(self.refusal(request, await self.path._withdraw(request, facts, held, "redefined")))
             if decision["decision"] == "approved":
                 await note("working", f"approved by {decision['decided_by'] or 'an operator'}: calling {request.tool}")
                 begun = await self.path._op(

@@ -1,0 +1,124 @@
+"""What the proxy believes about a downstream tool: its class and gate, decided so that neither the agent nor the
+server can lower them.
+
+The class comes from the cascade of registry.tool_classes (rules, a declared inverse, annotations that never beat
+the name, the name). The definition is checked against its pin (registry.tool_pins, trust on first use): the
+proxy records what each server lists whenever its tool list is read (at start, on list_changed, on reconnect, and
+before a non-read call when the listing is older than SAGA_PROXY_RELIST_SECONDS), and keeps each tool's state.
+
+A tool whose listed definition is not the pinned one (changed), or that nothing is pinned for (pending), never
+gets a lower class or gate than its pin would: its class is the more guarded of the two definitions', and its gate
+is at least `confirm`, with the changes written for the person who decides. Only an operator's accept re-pins it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import mcp.types as types
+
+from governance.policy.gates import GateDecision, GatePolicy, gate_for
+from registry.packs import PackSet
+from registry.tool_classes import Classification, ClassRule, classify
+from registry.tool_pins import PinState, observe, recheck, tool_definition
+from sagas.protocols.proxy.catalog import Catalog
+from sagas.protocols.proxy.journal import Journal
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+# From least to most guarded: a definition change may raise a class along this order, never lower it.
+GUARD_ORDER = ("read", "R", "C", "unknown", "I")
+UNTRUSTED = PinState("pending", "", None, ("the proxy has not yet recorded this tool's definition",))
+
+
+class ToolTrust:
+    def __init__(self, journal: Journal, rules: tuple[ClassRule, ...], packs: PackSet, gates: GatePolicy) -> None:
+        self.journal = journal
+        self.rules = rules
+        self.packs = packs
+        self.gates = gates
+        self.states: dict[tuple[str, str], PinState] = {}
+
+    async def observe(self, catalog: Catalog) -> None:
+        """Record the definitions every connected server lists now and keep each tool's pin state."""
+        by_server: dict[str, dict[str, dict[str, Any]]] = {}
+        for exposed in catalog.tools.values():
+            dumped = exposed.tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+            by_server.setdefault(exposed.server, {})[exposed.tool.name] = tool_definition(dumped)
+        for server, listed in by_server.items():
+            states = await self.journal.run(functools.partial(observe, server, listed))
+            self.states.update({(server, name): state for name, state in states.items()})
+
+    async def recheck(self, server: str, tool: types.Tool) -> None:
+        """Read an untrusted tool's pin again (an operator may have accepted its definition since, in any process);
+        a trusted one costs nothing."""
+        if self.state(server, tool.name).trusted:
+            return
+        listed = tool_definition(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        state = await self.journal.run(functools.partial(recheck, server, tool.name, listed))
+        if state is not None:
+            self.states[(server, tool.name)] = state
+
+    def state(self, server: str, tool: str) -> PinState:
+        """The tool's pin state; one the proxy has not recorded yet is not trusted."""
+        return self.states.get((server, tool), UNTRUSTED)
+
+    def classify(self, server: str, tool: types.Tool) -> Classification:
+        """The class of a call of `tool`: the cascade on its listed definition, raised to its pinned definition's
+        class when the two differ."""
+        found = self._cascade(server, tool.name, tool.annotations)
+        pinned = self.state(server, tool.name).pinned_definition
+        if pinned is None or self.state(server, tool.name).trusted:
+            return found
+        before = types.Tool.model_validate(pinned)
+        other = self._cascade(server, before.name, before.annotations)
+        if GUARD_ORDER.index(other.effect_class) > GUARD_ORDER.index(found.effect_class):
+            return Classification(
+                other.effect_class,
+                other.source,
+                f"{other.reason} (the pinned definition; the server now lists another, which may not lower the class)",
+            )
+        return found
+
+    def gate(self, server: str, tool: str, effect_class: str, tenant: str, client: str) -> GateDecision:
+        """The gate for the call: the configured one, and at least `confirm` for a tool whose definition is not its
+        pin (a block or hide stays)."""
+        gate = gate_for(effect_class, tool, server, tenant, client, self.gates)
+        state = self.state(server, tool)
+        if state.trusted or gate.action in ("block", "hide", "confirm"):
+            return gate
+        why = (
+            "its definition is not the one this deployment pinned"
+            if state.status == "changed"
+            else "it is a new tool, with no pinned definition"
+        )
+        return GateDecision(
+            "confirm",
+            "definition_changed",
+            f"{why}: a person confirms each call until an operator accepts the definition (semantic-saga pins "
+            f"accept {server}/{tool}); without the change its gate would be {gate.action}",
+        )
+
+    def inverse_source(self, server: str, tool: str) -> str:
+        entry = self.packs.inverse_for(server, tool)
+        return f'pack "{entry.pack}" ({entry.source})' if entry else ""
+
+    def _cascade(self, server: str, name: str, annotations: types.ToolAnnotations | None) -> Classification:
+        hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
+        entry = self.packs.inverse_for(server, name)
+        return classify(
+            name, server, hints, self.rules, entry is not None, inverse_source=self.inverse_source(server, name)
+        )
+
+
+def listening(trust: ToolTrust, catalog: Callable[[], Catalog]) -> Callable[[frozenset[str]], Any]:
+    """The DownstreamManager listener that records what is listed whenever the tools change."""
+
+    async def heard(kinds: frozenset[str]) -> None:
+        if "tools" in kinds:
+            await trust.observe(catalog())
+
+    return heard
