@@ -22,6 +22,9 @@ Gate = Literal["allow", "confirm", "block", "hide"]
 # Who may decide a held call: the operators' queue, the person at the agent's client (MCP elicitation), or both
 # (the first decision wins).
 Approvers = Literal["operators", "client", "both"]
+# How a held call waits: on an open request (leased to its proxy process), as an MCP task, or for the client to
+# come back with its person's answer (2026-07-28 input_required); the last two are not leased.
+HeldAs = Literal["request", "task", "elicited"]
 
 
 class Facts(BaseModel):
@@ -62,7 +65,7 @@ class CallFacts(Facts):
     inverse_source: str = ""
     confirm_timeout_seconds: float = 120.0
     method: str = ""  # "resources/read" | "prompts/get": a read by the protocol, not a tools/call
-    held_as: Literal["request", "task"] = "request"  # how a held call waits: an open request (leased) or a task
+    held_as: HeldAs = "request"
     approvers: Approvers = "operators"
 
     def gate_facts(self) -> dict[str, str]:

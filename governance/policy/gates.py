@@ -41,7 +41,8 @@ DEFAULT_CONFIRM_TIMEOUT_SECONDS = 120.0
 
 @dataclass(frozen=True)
 class GateRule:
-    """A gate for matching calls; beats the class map. An empty filter matches anything."""
+    """A gate for matching calls; beats the class map. An empty filter matches anything. `approver` says who
+    decides the calls it holds ("" = the policy's)."""
 
     action: GateAction
     tool: str = "*"
@@ -50,6 +51,7 @@ class GateRule:
     tenant: str = ""
     client: str = ""
     reason: str = ""
+    approver: str = ""
 
     def matches(self, *, effect_class: str, tool: str, server: str, tenant: str, client: str) -> bool:
         return (
@@ -80,6 +82,9 @@ class GatePolicy:
     by_class: Mapping[str, GateAction] = field(default_factory=dict)
     tools: tuple[GateRule, ...] = ()
     confirm_timeout_seconds: float = DEFAULT_CONFIRM_TIMEOUT_SECONDS
+    # Who decides a held call unless its rule says: operators, client (MCP elicitation) or both; "" = the proxy's
+    # default for its transport (both over stdio, operators over HTTP).
+    approver: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,15 +92,15 @@ class GateDecision:
     action: GateAction
     source: GateSource
     reason: str  # said to the agent when the call does not run, and recorded with the call
+    approver: str = ""  # the deciding rule's approver ("" = the policy's)
 
 
 def gate_for(effect_class: str, tool: str, server: str, tenant: str, client: str, policy: GatePolicy) -> GateDecision:
     """The gate for one call of `tool` (the downstream's name for it) on `server`, by the precedence above."""
     for index, rule in enumerate(policy.tools):
         if rule.matches(effect_class=effect_class, tool=tool, server=server, tenant=tenant, client=client):
-            return GateDecision(
-                rule.action, "tool_rule", rule.reason or f"policy.tools[{index}] ({rule.describe()}) -> {rule.action}"
-            )
+            reason = rule.reason or f"policy.tools[{index}] ({rule.describe()}) -> {rule.action}"
+            return GateDecision(rule.action, "tool_rule", reason, rule.approver)
     if effect_class in policy.by_class:
         action = policy.by_class[effect_class]
         return GateDecision(action, "class_map", f"class {effect_class}; policy.class {effect_class} -> {action}")

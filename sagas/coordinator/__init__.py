@@ -26,7 +26,7 @@ Invariants and the tests that pin them:
 
 from sagas.coordinator._proxied_journal import Begun
 from sagas.coordinator.approvals import node_approve
-from sagas.coordinator.held_calls import proxied_call_release, proxied_call_withdraw
+from sagas.coordinator.held_calls import proxied_call_client_decide, proxied_call_release, proxied_call_withdraw
 from sagas.coordinator.immediate_steps import saga_step_execute
 from sagas.coordinator.node_attempts import node_execute
 from sagas.coordinator.nodes import node_plan, node_retry
@@ -48,6 +48,7 @@ __all__ = [
     "node_plan",
     "node_retry",
     "proxied_call_begin",
+    "proxied_call_client_decide",
     "proxied_call_finish",
     "proxied_call_release",
     "proxied_call_withdraw",

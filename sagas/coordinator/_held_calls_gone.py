@@ -1,12 +1,14 @@
-"""A held proxied call whose holder is gone: the proxy process keeping the agent's request open stopped (its lease
-on the held node lapsed), so nobody is left to send the call or to answer the agent. It is withdrawn, whoever
-notices first: the recovery sweep, or an operator's approve (which is refused, saying nothing ran and why).
+"""A held proxied call nobody is left to send: the proxy process keeping the agent's request open stopped (its lease
+on the held node lapsed), or a 2026-07-28 client asked for its person's answer never came back before the confirm
+timeout. It is withdrawn, whoever notices first: the recovery sweep, or an operator's approve (which is refused,
+saying nothing ran and why).
 
-    WAITING_APPROVAL -> node REJECTED, its PENDING approval REJECTED by `system:recovery`
+    WAITING_APPROVAL -> node REJECTED, its PENDING approval REJECTED by `system:recovery` (EXPIRED when unclaimed)
     READY (approved, never sent) -> node FAILED
-    either way -> a REFUSED step HOLDER_GONE, journaled from the snapshot its approval kept
+    either way -> a REFUSED step (HOLDER_GONE, or CONFIRM_TIMEOUT when unclaimed), journaled from the snapshot its
+                  approval kept
 
-A call held as an MCP task has no such lease: the task outlives its process (sagas.protocols.proxy.held_tasks).
+A call held as an MCP task is neither: the task outlives its process (sagas.protocols.proxy.held_tasks).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ HOLDER_GONE = "HOLDER_GONE"
 WHY_GONE = (
     "the proxy process holding it stopped before it was sent (its lease lapsed), so it was withdrawn and nothing ran; "
     "the agent's request ended with that process, and the agent may make the call again if it is still wanted"
+)
+WHY_UNCLAIMED = (
+    "nobody sent it within its confirm timeout: the agent's client, asked for its person's answer, did not come back "
+    "for it; it counts as denied and nothing ran"
 )
 DECIDED_BY = "system:recovery"
 # The held states a holder's lease covers: waiting for a decision, or approved and about to be sent.
@@ -43,18 +49,22 @@ def holder_gone(node: Node) -> bool:
     )
 
 
-def abandon(tx: Tx, node: Node) -> None:
-    """Withdraw `node`, a held call whose holder is gone (the table above)."""
+def abandon(tx: Tx, node: Node, *, unclaimed: bool = False) -> None:
+    """Withdraw `node`, a held call whose holder is gone, or `unclaimed` after its confirm timeout (the table
+    above)."""
     approval = node.approvals.order_by("-created_at").first()
     snapshot = dict(approval.snapshot or {}) if approval is not None else {}
-    error = {"code": HOLDER_GONE, "message": WHY_GONE, "node_id": str(node.id)}
-    if approval is not None and approval.status == ApprovalStatus.PENDING:
+    code, why = ("CONFIRM_TIMEOUT", WHY_UNCLAIMED) if unclaimed else (HOLDER_GONE, WHY_GONE)
+    error = {"code": code, "message": why, "node_id": str(node.id)}
+    if approval is not None and approval.status == ApprovalStatus.PENDING and unclaimed:
+        tx.transition(approval, ApprovalStatus.EXPIRED, event=E.APPROVAL_EXPIRED, decided_at=timezone.now())
+    elif approval is not None and approval.status == ApprovalStatus.PENDING:
         tx.transition(
             approval,
             ApprovalStatus.REJECTED,
             event=E.APPROVAL_REJECTED,
             decided_by=DECIDED_BY,
-            reason=WHY_GONE,
+            reason=why,
             decided_at=timezone.now(),
         )
     if node.status == NodeStatus.WAITING_APPROVAL:
@@ -64,4 +74,4 @@ def abandon(tx: Tx, node: Node) -> None:
     tx.update(node, lease_owner="", lease_expires_at=None)
     told, audit = pinned_facts(snapshot.get("proxy", {}))
     pinned = Pinned(node.action, node.action_version, node.action_definition_hash, snapshot)
-    refuse(tx, pinned, dict(node.input or {}), code=HOLDER_GONE, reason=WHY_GONE, facts=told, audit=audit, node=node)
+    refuse(tx, pinned, dict(node.input or {}), code=code, reason=why, facts=told, audit=audit, node=node)

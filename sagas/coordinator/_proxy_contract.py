@@ -127,6 +127,8 @@ def _proxy_section(call: CallFacts) -> dict[str, Any]:
         "gate_source": call.gate_source,
         "gate_reason": call.gate_reason,
         "inverse_source": call.inverse_source,
+        "approvers": call.approvers,
+        "held_as": call.held_as,
     }
     if call.definition_changes:
         section["definition_changes"] = list(call.definition_changes)

@@ -98,14 +98,28 @@ def node_approve(
                     f"{_held_calls_gone.WHY_GONE}. Nothing was sent.",
                 )
             )
+        if is_proxied_action(tx.saga, node.action) and (refusal := _not_for_operators(node, approval)):
+            raise refusal
         if approved:
-            _check_approvable(tx, node, approval)
+            check_approvable(tx, node, approval)
         else:
             if is_proxied_action(tx.saga, node.action) and (conflict := _duty_conflict(tx, node)):
                 raise conflict
             _policy.safety_override(tx, "reject", node)
-        _decide(tx, node, approval, approved=approved, reason=reason)
+        decide(tx, node, approval, approved=approved, reason=reason)
     return node
+
+
+def _not_for_operators(node: Node, approval: Approval) -> ServiceError | None:
+    """A held call whose gate rule says `approver: client` is decided by the person at the agent's client only."""
+    if ((approval.snapshot or {}).get("proxy") or {}).get("approvers") != "client":
+        return None
+    return InvalidTransition(
+        "DECIDED_AT_CLIENT",
+        f"The held call {node.id} is decided by the person at the agent's MCP client (its gate rule says approver: "
+        "client), who is asked by the proxy; an operator does not decide it. Nothing was changed. Change the rule "
+        "to approver: both to let operators decide too.",
+    )
 
 
 def _not_waiting(node: Node, *, proxied: bool) -> InvalidTransition:
@@ -118,24 +132,26 @@ def _not_waiting(node: Node, *, proxied: bool) -> InvalidTransition:
     )
 
 
-def _check_approvable(tx: Tx, node: Node, approval: Approval) -> None:
-    """Raise the Refusal of an approval that cannot be granted now: expired, the planner's own, or denied."""
+def check_approvable(tx: Tx, node: Node, approval: Approval, *, at_client: bool = False) -> None:
+    """Raise the Refusal of an approval that cannot be granted now: expired, the planner's own (unless decided by
+    the person at a proxied call's client, a channel the agent does not drive), or denied by policy."""
     if approval.expires_at and approval.expires_at <= timezone.now():
         raise Refusal(_expire(tx, node, approval))
-    if conflict := _duty_conflict(tx, node):
+    if not at_client and (conflict := _duty_conflict(tx, node)):
         raise Refusal(conflict)
     if not (decision := _policy.decide(tx, "approve", _policy.pinned_of(node), node=node)).allowed:
         raise Refusal(_policy.refusal(decision, f"approving node {node.key or node.id}"))
 
 
-def _decide(tx: Tx, node: Node, approval: Approval, *, approved: bool, reason: str | None) -> None:
+def decide(tx: Tx, node: Node, approval: Approval, *, approved: bool, reason: str | None, decided_by: str = "") -> None:
+    """Record the decision (`decided_by`: the acting principal unless said otherwise) and move the node on."""
     decided = ApprovalStatus.APPROVED if approved else ApprovalStatus.REJECTED
     telemetry.count("saga.approvals", "Approval decisions", decision=str(decided).lower())
     tx.transition(
         approval,
         decided,
         event=E.APPROVAL_GRANTED if approved else E.APPROVAL_REJECTED,
-        decided_by=tx.actor.principal_id,
+        decided_by=decided_by or tx.actor.principal_id,
         reason=reason,
         decided_at=timezone.now(),
     )

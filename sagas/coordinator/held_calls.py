@@ -31,7 +31,7 @@ from sagas.coordinator._guards import find_node
 from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
 from sagas.coordinator._proxy_contract import PROXY_ACTION_PREFIX, is_proxied_action, snapshot
 from sagas.coordinator._tx import Tx, locked_saga
-from sagas.coordinator.approvals import request_approval
+from sagas.coordinator.approvals import check_approvable, decide, request_approval
 from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node
@@ -163,6 +163,28 @@ def proxied_call_withdraw(
         return _end(tx, node, pinned, arguments, call, code, reason)
 
 
+def proxied_call_client_decide(*, actor: Principal, saga_id: object, node_id: object, approved: bool) -> Node:
+    """The person at the agent's client answered the proxy's elicitation for a held call (a channel the agent does
+    not drive; sagas.protocols.proxy.elicited): approve or deny it, recorded as decided by `client:<principal>`.
+    Only for a call whose gate asks the client (approvers client or both) and only by the principal whose session
+    made it. The first decision wins: a call an operator decided already is refused (NODE_NOT_WAITING_APPROVAL)."""
+    authorize(actor, EXECUTE, "answer for its client")
+    with locked_saga(saga_id, actor) as tx:
+        node = _held_node(tx, node_id)
+        approval = node.approvals.filter(status=ApprovalStatus.PENDING).first()
+        if node.status != NodeStatus.WAITING_APPROVAL or approval is None:
+            raise InvalidTransition("NODE_NOT_WAITING_APPROVAL", f"The held call {node.id} was decided already.")
+        if ((approval.snapshot or {}).get("proxy") or {}).get("approvers") not in ("client", "both"):
+            raise InvalidInput(message=f"The held call {node.id} is decided by operators, not at its client.")
+        if tx.saga.creator_principal_id != actor.principal_id:
+            raise InvalidInput(message=f"The held call {node.id} belongs to another principal's session.")
+        if approved:
+            check_approvable(tx, node, approval, at_client=True)
+        by = f"client:{actor.principal_id}"
+        decide(tx, node, approval, approved=approved, reason="answered at the agent's client", decided_by=by)
+    return node
+
+
 def _close(tx: Tx, node: Node, approval: Approval, why: str) -> None:
     if why == "timeout":
         tx.transition(approval, ApprovalStatus.EXPIRED, event=E.APPROVAL_EXPIRED, decided_at=timezone.now())
@@ -186,6 +208,8 @@ def _refusal(node: Node, why: str) -> tuple[str, str]:
     if decided is not None and decided.status == ApprovalStatus.EXPIRED:
         return "CONFIRM_TIMEOUT", WHY["timeout"]
     by = decided.decided_by if decided is not None else "an operator"
+    if by.startswith("client:"):
+        return "CONFIRM_DENIED", "the person at the agent's client declined it"
     return "CONFIRM_DENIED", f"{by} denied it"
 
 

@@ -16,8 +16,9 @@ What a pass does, in bounded batches:
   ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner
   (for a proxy session, its undo walk with the options the undo recorded: sagas.coordinator._undo_walk);
 - a READY node of a live run whose nudge was lost (a broker outage) is nudged again;
-- a call the MCP proxy held on an open request whose proxy process stopped (its lease lapsed) is withdrawn:
-  nothing ran, and a later approve says so (sagas.coordinator._held_calls_gone).
+- a call the MCP proxy held on an open request whose proxy process stopped (its lease lapsed), or one whose client
+  was asked for its person's answer and did not come back within the confirm timeout, is withdrawn: nothing ran,
+  and a later approve says so (sagas.coordinator._held_calls_gone).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from sagas.coordinator._attempts import apply_failure_mode
 from sagas.coordinator._ready_queries import capacity, executing_count, ready_due
 from sagas.coordinator._tx import Tx, system_saga_tx
 from sagas.coordinator.rollback import saga_rollback_resume
-from sagas.models import Node, Saga, Step
+from sagas.models import McpTask, Node, Saga, Step
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 logger = logging.getLogger("sagas.recovery")
@@ -149,18 +150,28 @@ def _sagas_with_lost_nudges(batch: int) -> list[uuid.UUID]:
     return list(nodes.filter(lost & due).values_list("saga_id", flat=True).distinct()[:batch])
 
 
-def _abandoned_held_calls() -> QuerySet[Node]:
+def _held_calls() -> QuerySet[Node]:
     return Node.objects.filter(
         status__in=_held_calls_gone.HELD_STATES,
         step__isnull=True,
         action__startswith="proxy.",
-        lease_expires_at__lt=Now(),
         saga__kind=SagaKind.PROXY_SESSION,
-    ).exclude(lease_owner="")
+    )
+
+
+def _abandoned_held_calls() -> QuerySet[Node]:
+    """Held on an open request whose proxy process stopped renewing the lease."""
+    return _held_calls().filter(lease_expires_at__lt=Now()).exclude(lease_owner="")
+
+
+def _unclaimed_held_calls() -> QuerySet[Node]:
+    """Not leased and past their confirm timeout (one held as an MCP task is left to its task: see below)."""
+    return _held_calls().filter(lease_owner="", approvals__expires_at__lt=Now())
 
 
 def _sagas_with_abandoned_held_calls(batch: int) -> list[uuid.UUID]:
-    return list(_abandoned_held_calls().values_list("saga_id", flat=True).distinct()[:batch])
+    sagas = set(_abandoned_held_calls().values_list("saga_id", flat=True).distinct()[:batch])
+    return list(sagas | set(_unclaimed_held_calls().values_list("saga_id", flat=True).distinct()[:batch]))
 
 
 # --- recovering one saga -------------------------------------------------------------------------------------------
@@ -244,6 +255,11 @@ def _withdraw_held_calls(saga_id: uuid.UUID, report: RecoveryReport) -> None:
         for node in _abandoned_held_calls().filter(saga=tx.saga).order_by("position"):
             _held_calls_gone.abandon(tx, node)
             report.held_calls_withdrawn += 1
+        for node in _unclaimed_held_calls().filter(saga=tx.saga).distinct().order_by("position"):
+            # A held call's MCP task finishes it itself (released late, or withdrawn), in whichever process.
+            if not McpTask.objects.filter(node_id=str(node.id)).exists():
+                _held_calls_gone.abandon(tx, node, unclaimed=True)
+                report.held_calls_withdrawn += 1
 
 
 def _resend_nudges(saga_id: uuid.UUID, report: RecoveryReport) -> None:

@@ -63,6 +63,10 @@ class HeldCallRef(ProxyArgs):
     node_id: str = Field(description="The held call (its node id).")
 
 
+class ClientDecisionArgs(HeldCallRef):
+    approved: bool = Field(description="What the person at the agent's client answered (MCP elicitation).")
+
+
 BEGUN = Output(
     "ProxiedCallBegun",
     {
@@ -74,6 +78,7 @@ BEGUN = Output(
 SESSION = Output("ProxySession", {"type": "object", "properties": {"saga_id": {"type": "string"}}})
 STEP = Output("ProxiedCallStep", {"type": "object", "properties": {"step_id": {"type": "string"}}})
 DECISION = Output("HeldCallDecision", {"type": "object", "properties": {"decision": {"type": "string"}}})
+NODE = Output("HeldCallNode", {"type": "object", "properties": {"node_id": {"type": "string"}}})
 
 
 def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
@@ -107,6 +112,13 @@ def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
     return {"step_id": str(step.id), "status": step.status}
 
 
+def client_decision(actor: Principal, a: ClientDecisionArgs) -> dict[str, Any]:
+    node = coordinator.proxied_call_client_decide(
+        actor=actor, saga_id=a.saga_id, node_id=a.node_id, approved=a.approved
+    )
+    return {"node_id": str(node.id), "status": node.status}
+
+
 def call_decision(actor: Principal, a: HeldCallRef) -> dict[str, Any]:
     return selectors.held_call_decision(actor=actor, saga_id=a.saga_id, node_id=a.node_id)
 
@@ -125,4 +137,7 @@ PROXY_OPERATIONS: list[Operation[Any]] = [
     _surface_less("proxy_call_withdraw", WithdrawArgs, call_withdraw, X, BEGUN, "Journal a held call not sent"),
     _surface_less("proxy_call_finish", CallFinishArgs, call_finish, X, STEP, "Record a forwarded call's outcome"),
     _surface_less("proxy_call_decision", HeldCallRef, call_decision, R, DECISION, "Read a held call's decision"),
+    _surface_less(
+        "proxy_call_client_decision", ClientDecisionArgs, client_decision, X, NODE, "Record the client's answer"
+    ),
 ]

@@ -46,8 +46,7 @@ class Command(BaseCommand):
             config = load_proxy_config(options["config"])
         except ProxyConfigError as problem:
             raise CommandError(problem.message) from None
-        if options["preview"]:
-            config = dataclasses.replace(config, preview=True)
+        config = dataclasses.replace(config, served_over="stdio", preview=config.preview or options["preview"])
         principal = local_agent(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
         proxy = build_proxy(config, lambda: principal, call_path=journaled)
         try:

@@ -56,6 +56,11 @@ class ProxiedCall:
     meta: dict[str, Any]  # the client's _meta to pass on (its progress token and protocol envelope removed)
     relay: ClientRelay  # progress, logs and the server's own requests back to this client
     request_id: str | int | None = None
+    # Whether the proxy can ask the person at this client (MCP elicitation): declared, and reachable in this era.
+    client_elicits: bool = False
+    # A 2026-07-28 retry of a call answered input_required: the person's answers and the state it came back with.
+    input_responses: dict[str, Any] | None = None
+    request_state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class ProxiedRead(Generic[ReadAnswer]):
 
 
 class CallPath(Protocol):
-    async def call(self, request: ProxiedCall) -> types.CallToolResult:
+    async def call(self, request: ProxiedCall) -> types.CallToolResult | types.InputRequiredResult:
         """Answer the call. The downstream's result as it came, or an isError result written for an LLM; a
         downstream JSON-RPC error may be raised as MCPError (the client gets it as the protocol error it was)."""
         ...

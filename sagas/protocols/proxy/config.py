@@ -284,8 +284,10 @@ def _gate_policy(raw: Mapping[str, Any]) -> GatePolicy:
                 tenant=rule.get("tenant", ""),
                 client=rule.get("client", ""),
                 reason=rule.get("reason", ""),
+                approver=rule.get("approver", ""),
             )
             for rule in raw.get("tools", [])
         ),
         confirm_timeout_seconds=timeout_ms / 1000 if timeout_ms is not None else DEFAULT_CONFIRM_TIMEOUT_SECONDS,
+        approver=raw.get("approver", ""),
     )

@@ -20,14 +20,11 @@ from typing import Any
 import anyio
 import mcp.types as types
 from django.conf import settings
-from mcp.shared.exceptions import MCPError
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
 from governance.policy.gates import GateDecision
-from registry.errors import ActionFailure
-from registry.packs import tool_result_payload
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp_tasks.negotiation import requested
@@ -38,34 +35,34 @@ from sagas.protocols.proxy.calls import (
     ProxiedCall,
     ProxiedRead,
     ReadAnswer,
-    not_sent_result,
     refused_result,
-    too_large_result,
-    uncertain_result,
 )
 from sagas.protocols.proxy.downstream import (
-    DownstreamLost,
     DownstreamManager,
-    DownstreamUnavailable,
-    ResultTooLarge,
 )
+from sagas.protocols.proxy.elicited import (
+    answer_in,
+    approval_form,
+    default_approvers,
+    held_call_of,
+    input_required,
+    verdict,
+)
+from sagas.protocols.proxy.forwarding import Forwarder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 from sagas.protocols.proxy.trust import ToolTrust, listening
-from sagas.proxied_facts import CallFacts, CallOutcome, ClientInfo, SessionFacts
+from sagas.proxied_facts import Approvers, CallFacts, ClientInfo, HeldAs, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
-IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
 # Client sessions one proxy process keeps in memory: far more than its live connections; a forgotten one's next
 # call opens a new session saga.
 SESSIONS_REMEMBERED = 10_000
 # How often a held call asks whether it was decided, and sends the client a progress notification.
 HOLD_POLL_SECONDS = 0.5
-GONE_BEFORE_SENT = "the client went away before the call was sent"
-GONE_WHILE_OUT = "the client went away while the call was out, so its answer was not read: whether it acted is unknown"
 
 
 @dataclass
@@ -87,14 +84,17 @@ class DurableCallPath:
         self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
         self.held_tasks = HeldCallTasks(self, _refusal)
+        self.forwarder = Forwarder(downstreams, self.packs, config.max_result_bytes, self._op)
         self.tasks = TaskService({HELD_CALL: self.held_tasks})
 
-    async def call(self, request: ProxiedCall) -> types.CallToolResult:
+    async def call(self, request: ProxiedCall) -> types.CallToolResult | types.InputRequiredResult:
         if not can(request.principal, EXECUTE):
             return refused_result(
                 request,
                 f"{request.principal.principal_id} may read but not act (calling a tool needs the operator role)",
             )
+        if request.request_state is not None:  # 2026-07-28: back with the person's answer to a held call
+            return await self._resumed(request)
         try:
             fresh = await self._fresh(request)
             if fresh is None:
@@ -110,6 +110,11 @@ class DurableCallPath:
             return refused_result(request, refused.message.rstrip("."))
         if begun["outcome"] == "held" and (wanted := requested()) is not None:
             return await self.held_tasks.defer(self.tasks, request, facts, begun, wanted)
+        if begun["outcome"] == "held" and facts.held_as == "elicited":
+            return input_required(request, facts, begun)
+        return await self._after_begin(request, facts, begun)
+
+    async def _after_begin(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
         if begun["outcome"] == "held":
             begun = await self._hold(request, facts, begun)
         if begun["outcome"] == "forward":
@@ -120,7 +125,7 @@ class DurableCallPath:
 
     async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
         """A resources/read or prompts/get: a step of class read in the session (sagas.protocols.proxy.reads)."""
-        return await journaled_read(self, request, _server_block(self._spec(request.server)))
+        return await journaled_read(self, request, self._spec(request.server).block())
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and answered as an
@@ -207,11 +212,12 @@ class DurableCallPath:
         tenant = request.principal.tenant_id
         gate = self.trust.gate(request.server, request.tool, found.effect_class, tenant, client_name)
         pin = self.trust.state(request.server, request.tool)
+        approvers, held_as = self._waiting(request, gate)
         return CallFacts(
             server=request.server,
             tool=request.tool,
             exposed_name=request.exposed_name,
-            server_block=_server_block(self._spec(request.server)),
+            server_block=self._spec(request.server).block(),
             definition=tool.model_dump(by_alias=True, exclude_none=True, mode="json"),
             definition_hash=request.definition_hash,
             pinned_definition_hash=pin.pinned_hash,
@@ -226,8 +232,20 @@ class DurableCallPath:
             inverse=entry.as_mcp_contract_parts() if entry else {},
             inverse_source=self.trust.inverse_source(request.server, request.tool),
             confirm_timeout_seconds=self.config.gates.confirm_timeout_seconds,
-            held_as="task" if requested() is not None else "request",
+            held_as=held_as,
+            approvers=approvers,
         )
+
+    def _waiting(self, request: ProxiedCall, gate: GateDecision) -> tuple[Approvers, HeldAs]:
+        """Who decides the call if it is held, and how it waits (sagas.protocols.proxy.elicited)."""
+        as_task = requested() is not None
+        chosen = gate.approver or self.config.gates.approver or default_approvers(self.config.served_over)
+        approvers: Approvers = "both" if chosen == "both" else "client" if chosen == "client" else "operators"
+        if as_task or not request.client_elicits:
+            approvers = "operators"  # a task has no open request to ask on; a client that cannot be asked is not
+        if as_task:
+            return approvers, "task"
+        return approvers, "elicited" if request.client.stateless and approvers != "operators" else "request"
 
     def _spec(self, server: str) -> ServerSpec:
         return next(spec for spec in self.config.servers if spec.name == server)
@@ -235,8 +253,39 @@ class DurableCallPath:
     # --- held calls -----------------------------------------------------------------------------------------------
 
     async def _hold(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> dict[str, Any]:
-        """Keep the request open until the held call is decided; a client that goes away cancels it."""
+        """Keep the request open until the held call is decided (asking the person at the client meanwhile, when
+        its gate says so); a client that goes away cancels it."""
         held = {"saga_id": begun["saga_id"], "node_id": begun["node_id"]}
+        async with anyio.create_task_group() as group:
+            if facts.approvers != "operators" and facts.held_as == "request":
+                group.start_soon(self._ask_client, request, facts, held)
+            decided = await self._decision(request, facts, held)
+            group.cancel_scope.cancel()  # an operator decided first: the form is withdrawn
+        return decided
+
+    async def _ask_client(self, request: ProxiedCall, facts: CallFacts, held: dict[str, str]) -> None:
+        """2025-11-25: the form on the held call's own stream; the person's answer is a decision like an operator's
+        (the first one wins)."""
+        answer = await request.relay.elicit(approval_form(request, facts))
+        await self._client_decides(request, held, verdict(answer))
+
+    async def _client_decides(self, request: ProxiedCall, held: dict[str, str], approved: bool | None) -> None:
+        if approved is None:
+            return  # dismissed or unanswerable: the operators still decide
+        try:
+            await self._op("proxy_call_client_decision", request.principal, **held, approved=approved)
+        except ServiceError as late:  # decided already (the first decision wins), or expired: the poll tells
+            logger.info("client decision not recorded for %s: %s", held["node_id"], late.message)
+
+    async def _resumed(self, request: ProxiedCall) -> types.CallToolResult:
+        """A 2026-07-28 retry of a held call answered input_required, carrying the person's answer: record it, then
+        wait for the decision (an operator may have decided first) and carry it out."""
+        max_age = int(self.config.gates.confirm_timeout_seconds) + 60
+        held = held_call_of(request.request_state or "", request.principal, max_age)
+        await self._client_decides(request, held, verdict(answer_in(request)))
+        return await self._after_begin(request, self._facts(request), {**held, "outcome": "held"})
+
+    async def _decision(self, request: ProxiedCall, facts: CallFacts, held: dict[str, str]) -> dict[str, Any]:
         timeout = facts.confirm_timeout_seconds
         started = time.monotonic()
         try:
@@ -265,97 +314,20 @@ class DurableCallPath:
             "proxy_call_withdraw", request.principal, **held, why=why, call=facts, arguments=request.arguments
         )
 
-    # --- forwarding -----------------------------------------------------------------------------------------------
+    # --- forwarding (sagas.protocols.proxy.forwarding) ---------------------------------------------------------
 
     async def _forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
-        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]}
-        started = time.monotonic()
-        outcome: dict[str, Any] = {"max_result_bytes": self.config.max_result_bytes}
-        try:
-            if (pre_state := await self._capture(request, begun)) is not None:
-                outcome.update(captured=True, pre_state=pre_state)
-        except CaptureFailed as failed:
-            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
-            return _not_sent(request, str(failed))
-        except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
-            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT})
-            raise
-        try:
-            result = await self.downstreams.call_tool(
-                request.server, request.tool, request.arguments, relay=request.relay, meta=meta
-            )
-        except DownstreamUnavailable as down:
-            await self._finish(request, begun, started, {**outcome, "kind": "not_sent", "reason": str(down)})
-            return _not_sent(request, str(down))
-        except DownstreamLost as lost:
-            await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
-            return uncertain_result(request, str(lost))
-        except ResultTooLarge as oversized:
-            done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
-            await self._finish(request, begun, started, {**outcome, **done})
-            return too_large_result(request, oversized)
-        except anyio.get_cancelled_exc_class():
-            # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
-            # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
-            # left EXECUTING for as long as this process lives.
-            await self._finish(request, begun, started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
-            raise
-        except MCPError as error:
-            reason = f"the server answered with a protocol error: {error}"
-            await self._finish(
-                request, begun, started, {**outcome, "kind": "answered", "is_error": True, "reason": reason}
-            )
-            raise
-        answer = self.downstreams.scrub(
-            request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
-        )
-        await self._finish(
-            request,
-            begun,
-            started,
-            {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)},
-        )
-        return result  # exactly what the downstream answered
-
-    async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
-        """The pack's capture read, after the gate and before the call (its answer is the step's `pre_state`, which
-        the inverse reads); None when the tool's pack entry has no capture. CaptureFailed: the call is not sent."""
-        entry = self.packs.inverse_for(request.server, request.tool)
-        if entry is None or entry.capture is None:
-            return None
-        meta = {IDEMPOTENCY_META_KEY: f"{begun['step_id']}:capture"}
-        where = f"the capture read {entry.capture.tool} (declared by {entry.source})"
-        try:
-            arguments = entry.capture_arguments(request.arguments)
-            read = await self.downstreams.call_tool(
-                request.server, entry.capture.tool, arguments, relay=request.relay, meta=meta
-            )
-        except (ActionFailure, DownstreamUnavailable, DownstreamLost, ResultTooLarge, MCPError) as error:
-            raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
-        answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
-        if read.is_error:
-            raise CaptureFailed(f"{where} answered an error ({tool_result_payload(answer)}), so the call was not sent")
-        return tool_result_payload(answer)
+        return await self.forwarder.forward(request, begun)
 
     async def _finish(
         self, request: ProxiedCall, begun: dict[str, Any], started: float, outcome: dict[str, Any]
     ) -> None:
-        await self.record_outcome(request.principal, begun, started, outcome)
+        await self.forwarder.record(request.principal, begun, started, outcome)
 
     async def record_outcome(
         self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]
     ) -> None:
-        """Record what a forwarded call or read did (proxy_call_finish), with its duration since `started`."""
-        recorded = CallOutcome.model_validate({**outcome, "duration_ms": round((time.monotonic() - started) * 1000, 3)})
-        with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
-            await self._op(
-                "proxy_call_finish",
-                principal,
-                saga_id=begun["saga_id"],
-                step_id=begun["step_id"],
-                fence=int(begun["fence"]),
-                outcome=recorded,
-            )
+        await self.forwarder.record(principal, begun, started, outcome)
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
         return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
@@ -364,28 +336,9 @@ class DurableCallPath:
         await anyio.to_thread.run_sync(self.journal.close)
 
 
-class CaptureFailed(Exception):
-    """The state before a call could not be read, so the call was not sent (its inverse would have nothing)."""
-
-
 def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:
     """The call path factory for build_proxy."""
     return DurableCallPath(downstreams, config)
-
-
-def _server_block(spec: ServerSpec) -> dict[str, Any]:
-    """The contract's `server` block: where a later undo reconnects (secret references stay references)."""
-    if spec.transport == "stdio":
-        block: dict[str, Any] = {"transport": "stdio", "command": spec.command, "args": list(spec.args)}
-        if spec.env:
-            block["env"] = dict(spec.env)
-        if spec.cwd is not None:
-            block["cwd"] = str(spec.cwd)
-        return block
-    block = {"transport": "streamable_http", "url": spec.url}
-    if spec.headers:
-        block["headers"] = dict(spec.headers)
-    return block
 
 
 def _meta(request: ProxiedCall, begun: dict[str, Any], outcome: str) -> dict[str, Any]:
@@ -425,7 +378,3 @@ def _dry_result(request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=has_schema, _meta=_meta(request, begun, "dry")
     )
-
-
-def _not_sent(request: ProxiedCall, reason: str) -> types.CallToolResult:
-    return not_sent_result(request, reason)

@@ -41,6 +41,7 @@ from sagas.protocols.mcp_tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
 from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page, short_name
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
+from sagas.protocols.proxy.elicited import can_ask
 from sagas.protocols.proxy.relay import RequestRelay
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -205,6 +206,10 @@ def build_proxy_server(
             meta=_forwarded_meta(params.meta),
             relay=relay(ctx, client),
             request_id=ctx.request_id,
+            client_elicits=can_ask(ctx.session.client_capabilities)
+            and (client.stateless or ctx.session.can_send_request),
+            input_responses=dict(params.input_responses) if params.input_responses else None,
+            request_state=params.request_state,
         )
         return await call_path.call(request)
 

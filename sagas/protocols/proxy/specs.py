@@ -36,6 +36,21 @@ class ServerSpec:
     def exposed_name(self, tool: str) -> str:
         return f"{self.prefix}__{tool}" if self.prefix else tool
 
+    def block(self) -> dict[str, Any]:
+        """The pinned contract's `server` block: where a later undo reconnects (secret references stay
+        references)."""
+        if self.transport == "stdio":
+            block: dict[str, Any] = {"transport": "stdio", "command": self.command, "args": list(self.args)}
+            if self.env:
+                block["env"] = dict(self.env)
+            if self.cwd is not None:
+                block["cwd"] = str(self.cwd)
+            return block
+        block = {"transport": "streamable_http", "url": self.url}
+        if self.headers:
+            block["headers"] = dict(self.headers)
+        return block
+
 
 @dataclass(frozen=True)
 class ProxyConfig:
@@ -49,3 +64,6 @@ class ProxyConfig:
     packs: PackSet = field(default_factory=PackSet)  # every pack, files and inline, loaded and validated
     max_result_bytes: int = 65536
     notes: tuple[str, ...] = ()  # things accepted but not used, said once at start (e.g. Sagaz's ledger.path)
+    # How agents reach this proxy: over stdio the person at the client is the one at this machine, so held calls
+    # ask that client (MCP elicitation) as well as the operators by default; over HTTP only the operators.
+    served_over: Literal["stdio", "http"] = "http"

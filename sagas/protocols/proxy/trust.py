@@ -95,12 +95,11 @@ class ToolTrust:
             if state.status == "changed"
             else "it is a new tool, with no pinned definition"
         )
-        return GateDecision(
-            "confirm",
-            "definition_changed",
+        reason = (
             f"{why}: a person confirms each call until an operator accepts the definition (semantic-saga pins "
-            f"accept {server}/{tool}); without the change its gate would be {gate.action}",
+            f"accept {server}/{tool}); without the change its gate would be {gate.action}"
         )
+        return GateDecision("confirm", "definition_changed", reason, gate.approver)
 
     def inverse_source(self, server: str, tool: str) -> str:
         entry = self.packs.inverse_for(server, tool)

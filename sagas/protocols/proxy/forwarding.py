@@ -1,0 +1,127 @@
+"""Forwarding a proxied call that was journaled EXECUTING: the pack's capture read first (its answer is the step's
+`pre_state`), then the call with the step id as its idempotency key, then its outcome recorded through the
+operation table (proxy_call_finish), whatever happened: answered, not sent, lost (uncertain), too large, or the
+client gone while it was out. docs/proxy.md, "How a call is journaled"."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.shared.exceptions import MCPError
+
+from governance.identity.principal import Principal
+from registry.errors import ActionFailure
+from registry.packs import PackSet, tool_result_payload
+from sagas.protocols.proxy.calls import ProxiedCall, not_sent_result, too_large_result, uncertain_result
+from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
+from sagas.proxied_facts import CallOutcome
+
+IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"
+GONE_BEFORE_SENT = "the client went away before the call was sent"
+GONE_WHILE_OUT = "the client went away while the call was out, so its answer was not read: whether it acted is unknown"
+
+# Runs one operation of the table for a principal (the durable path's journal).
+Op = Callable[..., Awaitable[dict[str, Any]]]
+
+
+class CaptureFailed(Exception):
+    """The state before a call could not be read, so the call was not sent (its inverse would have nothing)."""
+
+
+class Forwarder:
+    def __init__(self, downstreams: DownstreamManager, packs: PackSet, max_result_bytes: int, op: Op) -> None:
+        self.downstreams = downstreams
+        self.packs = packs
+        self.max_result_bytes = max_result_bytes  # ledger.maxResultBytes: what the journal keeps of an answer
+        self.op = op
+
+    async def forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
+        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]}
+        started = time.monotonic()
+        outcome: dict[str, Any] = {"max_result_bytes": self.max_result_bytes}
+        try:
+            if (pre_state := await self._capture(request, begun)) is not None:
+                outcome.update(captured=True, pre_state=pre_state)
+        except CaptureFailed as failed:
+            await self.record(request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
+            return not_sent_result(request, str(failed))
+        except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
+            await self.record(
+                request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT}
+            )
+            raise
+        try:
+            result = await self.downstreams.call_tool(
+                request.server, request.tool, request.arguments, relay=request.relay, meta=meta
+            )
+        except DownstreamUnavailable as down:
+            await self.record(request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": str(down)})
+            return not_sent_result(request, str(down))
+        except DownstreamLost as lost:
+            await self.record(request.principal, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
+            return uncertain_result(request, str(lost))
+        except ResultTooLarge as oversized:
+            done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
+            await self.record(request.principal, begun, started, {**outcome, **done})
+            return too_large_result(request, oversized)
+        except anyio.get_cancelled_exc_class():
+            # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
+            # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
+            # left EXECUTING for as long as this process lives.
+            await self.record(request.principal, begun, started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
+            raise
+        except MCPError as error:
+            reason = f"the server answered with a protocol error: {error}"
+            await self.record(
+                request.principal, begun, started, {**outcome, "kind": "answered", "is_error": True, "reason": reason}
+            )
+            raise
+        answer = self.downstreams.scrub(
+            request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        )
+        await self.record(
+            request.principal,
+            begun,
+            started,
+            {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)},
+        )
+        return result  # exactly what the downstream answered
+
+    async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
+        """The pack's capture read, after the gate and before the call (its answer is the step's `pre_state`, which
+        the inverse reads); None when the tool's pack entry has no capture. CaptureFailed: the call is not sent."""
+        entry = self.packs.inverse_for(request.server, request.tool)
+        if entry is None or entry.capture is None:
+            return None
+        meta = {IDEMPOTENCY_META_KEY: f"{begun['step_id']}:capture"}
+        where = f"the capture read {entry.capture.tool} (declared by {entry.source})"
+        try:
+            arguments = entry.capture_arguments(request.arguments)
+            read = await self.downstreams.call_tool(
+                request.server, entry.capture.tool, arguments, relay=request.relay, meta=meta
+            )
+        except (ActionFailure, DownstreamUnavailable, DownstreamLost, ResultTooLarge, MCPError) as error:
+            raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
+        answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
+        if read.is_error:
+            raise CaptureFailed(f"{where} answered an error ({tool_result_payload(answer)}), so the call was not sent")
+        return tool_result_payload(answer)
+
+    async def record(
+        self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]
+    ) -> None:
+        """Record what a forwarded call or read did (proxy_call_finish), with its duration since `started`."""
+        recorded = CallOutcome.model_validate({**outcome, "duration_ms": round((time.monotonic() - started) * 1000, 3)})
+        with anyio.CancelScope(shield=True):  # a client gone mid-call must not leave the outcome unrecorded
+            await self.op(
+                "proxy_call_finish",
+                principal,
+                saga_id=begun["saga_id"],
+                step_id=begun["step_id"],
+                fence=int(begun["fence"]),
+                outcome=recorded,
+            )

@@ -1,0 +1,119 @@
+"""Approval from a channel the agent does not drive: the person at the agent's MCP client, asked by elicitation
+(form mode), in both protocol eras with the official client's elicitation callback. Accept runs the held call,
+decline refuses it, and the model-facing result says which; over stdio the client is asked by default, over HTTP
+only when the gate rule says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import mcp.types as types
+import pytest
+from django.utils import timezone
+
+from sagas.coordinator import sagas_recover
+from sagas.models import Node
+from tests.proxy.agent import MODES, text
+from tests.proxy.guardian import ALICE, guarded_proxy, poll
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ASK_THE_CLIENT = {"tools": [{"tool": "purge_cache", "action": "confirm", "approver": "both"}]}
+
+
+class Person:
+    """The user of the agent's client: sees the form, answers it."""
+
+    def __init__(self, approve: bool | None) -> None:
+        self.approve = approve
+        self.forms: list[str] = []
+
+    async def __call__(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.forms.append(params.message)
+        if self.approve is None:
+            return types.ElicitResult(action="decline")
+        return types.ElicitResult(action="accept", content={"approve": self.approve})
+
+
+def _purge(transport: str, tmp_path: Path, mode: str, person: Person, **config: Any) -> Any:
+    with guarded_proxy(transport, tmp_path, **config) as guarded:
+
+        async def scenario() -> Any:
+            async with guarded.agent(ALICE, mode=mode, elicitation_callback=person) as client:
+                return await client.call_tool("purge_cache", {"scope": "all"})
+
+        return anyio.run(scenario), guarded.calls()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_the_person_at_the_client_approves_and_the_call_runs(transport: str, mode: str, tmp_path: Path):
+    person = Person(approve=True)
+    policy = ASK_THE_CLIENT if transport == "http" else {}
+    answer, calls = _purge(transport, tmp_path, mode, person, policy=policy)
+
+    assert not answer.is_error and '"ran": "purge_cache"' in text(answer)
+    assert [call["tool"] for call in calls] == ["purge_cache"]
+    # the form said what would run, where, its class and what undo could do
+    assert len(person.forms) == 1 and '"purge_cache" on the MCP server "h"' in person.forms[0]
+    assert "Class I: irreversible" in person.forms[0] and '"scope": "all"' in person.forms[0]
+    approval = Node.objects.get().approvals.get()
+    assert approval.status == "APPROVED" and approval.decided_by.startswith("client:")
+    # 2025-11-25 asks on the held request's stream; 2026-07-28 answers input_required and the client comes back
+    assert approval.snapshot["proxy"]["held_as"] == ("request" if mode == "legacy" else "elicited")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_person_at_the_client_declines_and_nothing_runs(mode: str, tmp_path: Path):
+    answer, calls = _purge("stdio", tmp_path, mode, Person(approve=None))
+
+    assert answer.is_error and "the person at the agent's client declined it" in text(answer)
+    assert "did NOT run" in text(answer) and calls == []
+    assert Node.objects.get().step.error["code"] == "CONFIRM_DENIED"
+
+
+def test_over_http_the_client_is_not_asked_unless_a_rule_says_so(tmp_path: Path):
+    person = Person(approve=True)
+    answer, calls = _purge("http", tmp_path, "legacy", person, policy={"confirmTimeoutMs": 1500})
+
+    assert person.forms == [] and answer.is_error and calls == []
+    assert "nobody approved it within the confirm timeout" in text(answer)
+
+
+def test_a_client_that_never_comes_back_with_its_answer_leaves_nothing_waiting(tmp_path: Path):
+    policy = {**ASK_THE_CLIENT, "confirmTimeoutMs": 1000}
+    with guarded_proxy("http", tmp_path, policy=policy) as guarded:
+        first = _stateless_call(guarded.url, "purge_cache", {"scope": "all"})
+        node = poll(lambda: Node.objects.filter(approvals__expires_at__lt=timezone.now()).first(), "the timeout")
+        swept = sagas_recover()
+
+    # the call was answered input_required with the form, and the client never came back with an answer
+    assert first["resultType"] == "input_required" and "approval" in first["inputRequests"]
+    assert swept.held_calls_withdrawn == 1 and guarded.calls() == []
+    node.refresh_from_db()
+    assert node.status == "REJECTED" and node.step.status == "REFUSED"
+    assert node.step.error["code"] == "CONFIRM_TIMEOUT" and node.approvals.get().status == "EXPIRED"
+
+
+def _stateless_call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """One 2026-07-28 tools/call, as a client that can be asked (elicitation) sends it."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "gone-client", "version": "1"},
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+    body["params"]["_meta"] = meta
+    headers = {
+        "Authorization": f"Bearer {ALICE}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    answer = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result
