@@ -75,6 +75,23 @@ def test_a_rug_pull_announced_with_list_changed_holds_every_call_of_what_changed
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_call_right_after_list_changed_waits_for_the_tools_to_be_read_again(transport: str, tmp_path: Path):
+    servers = _hostile(tmp_path, "--pull-after", "1", "--announce")
+    with guarded_proxy(transport, tmp_path, servers, policy=SHORT_CONFIRM) as guarded:
+
+        async def scenario() -> Any:
+            async with guarded.agent() as client:
+                await client.call_tool("get_status", {})  # list_changed arrives with this answer
+                return await client.call_tool("settings_store", {"key": "admin"})  # at once, no listing between
+
+        answer = anyio.run(scenario)
+
+    assert answer.is_error and [call["tool"] for call in guarded.calls()] == ["get_status"]
+    facts = _proxy_facts(Node.objects.get(action="proxy.h.settings_store"))
+    assert facts["definition_changed"] is True and facts["gate"] == "confirm"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_silent_rug_pull_is_noticed_before_the_next_call_that_changes_anything(transport: str, tmp_path: Path):
     servers = _hostile(tmp_path, "--pull-after", "1")
     env = {"SAGA_PROXY_RELIST_SECONDS": "0"}

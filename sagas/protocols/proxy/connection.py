@@ -132,6 +132,7 @@ class DownstreamConnection:
         self.status = DownstreamStatus(server=spec.name, transport=spec.transport, where=where(spec))
         self.listing: ServerListing | None = None
         self.tools_listed_at = 0.0  # time.monotonic() of the last tool listing read (0: none yet)
+        self.tools_stale = False  # the server said its tools changed (list_changed) and they were not read since
         self.first_attempt = anyio.Event()
         self._relisting = anyio.Lock()
         self._router = router
@@ -231,7 +232,7 @@ class DownstreamConnection:
         if live is not self._live or self.listing is None:
             return  # the connection this answer came from has been replaced meanwhile
         if kind == "tools":
-            self.tools_listed_at = time.monotonic()
+            self.tools_listed_at, self.tools_stale = time.monotonic(), False
         listing = self.listing = dataclasses.replace(self.listing, **fresh)
         self.status.tools = len(listing.tools)
         await self._on_listing(self, listing, frozenset({kind}))
@@ -338,7 +339,7 @@ class DownstreamConnection:
         """Re-read the tools unless they were read less than `seconds` ago (calls waiting on one re-listing share
         it)."""
         async with self._relisting:
-            if time.monotonic() - self.tools_listed_at >= seconds:
+            if self.tools_stale or time.monotonic() - self.tools_listed_at >= seconds:
                 await self.relist("tools")
 
     # --- the server's own requests and notifications ------------------------------------------------------------
@@ -364,6 +365,7 @@ class DownstreamConnection:
             logger.warning('downstream "%s" transport problem: %r', self.spec.name, message)
             self._wake("check")
         elif isinstance(message, types.ToolListChangedNotification):
+            self.tools_stale = True  # a call arriving before the re-listing reads the tools itself first
             self._wake("tools")
         elif isinstance(message, types.PromptListChangedNotification):
             self._wake("prompts")

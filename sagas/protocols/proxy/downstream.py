@@ -179,9 +179,13 @@ class DownstreamManager:
         )
         return result
 
+    def tools_stale(self, server: str) -> bool:
+        """`server` said its tools changed, and they were not read again since."""
+        return self._connection(server).tools_stale
+
     async def relist_tools(self, server: str, *, older_than: float = 0.0) -> None:
-        """Re-read `server`'s tools now, or only when its listing is `older_than` seconds old; the catalog and its
-        listeners are updated before this returns."""
+        """Re-read `server`'s tools now, or only when its listing is `older_than` seconds old or it said they changed;
+        the catalog and its listeners are updated before this returns."""
         await self._connection(server).relist_tools_if_older(older_than)
 
     async def refresh(self, kind: Kind) -> None:

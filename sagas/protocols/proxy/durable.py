@@ -138,13 +138,15 @@ class DurableCallPath:
 
     def _gate(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> GateDecision:
         found = self.trust.classify(server, tool)
-        return self.trust.gate(server, tool.name, found.effect_class, principal.tenant_id, client.client_name or "")
+        return self.trust.gate(server, tool, found.effect_class, principal.tenant_id, client.client_name or "")
 
     async def _fresh(self, request: ProxiedCall) -> ProxiedCall | None:
-        """The call as the server's current listing defines it: a non-read call whose tool listing is older than
-        SAGA_PROXY_RELIST_SECONDS has it read again first (so a definition changed without list_changed is seen);
-        None if the tool is gone. A read is never delayed by a re-listing."""
-        if self.trust.classify(request.server, request.definition).effect_class == "read":
+        """The call as the server's current listing defines it: the tools are read again first when the server said
+        they changed and they were not read since, or for a non-read call when the listing is older than
+        SAGA_PROXY_RELIST_SECONDS (so a definition changed without list_changed is seen); None if the tool is gone.
+        A read is delayed by a re-listing only after a list_changed."""
+        read = self.trust.classify(request.server, request.definition).effect_class == "read"
+        if read and not self.downstreams.tools_stale(request.server):
             return request
         await self.downstreams.relist_tools(request.server, older_than=float(settings.SAGA_PROXY_RELIST_SECONDS))
         current = self.downstreams.catalog.tools.get(request.exposed_name)
@@ -210,8 +212,8 @@ class DurableCallPath:
         found = self.trust.classify(request.server, tool)
         client_name = request.client.client_name or ""
         tenant = request.principal.tenant_id
-        gate = self.trust.gate(request.server, request.tool, found.effect_class, tenant, client_name)
-        pin = self.trust.state(request.server, request.tool)
+        gate = self.trust.gate(request.server, tool, found.effect_class, tenant, client_name)
+        pin = self.trust.state(request.server, tool)
         approvers, held_as = self._waiting(request, gate)
         return CallFacts(
             server=request.server,

@@ -24,7 +24,7 @@ from governance.policy.gates import GateDecision, GatePolicy, gate_for
 from registry.packs import PackSet
 from registry.tool_classes import Classification, ClassRule, classify
 from registry.tool_pins import PinState, observe, recheck, tool_definition
-from sagas.protocols.proxy.catalog import Catalog
+from sagas.protocols.proxy.catalog import Catalog, definition_hash
 from sagas.protocols.proxy.journal import Journal
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -32,6 +32,7 @@ logger = logging.getLogger("sagas.protocols.proxy")
 # From least to most guarded: a definition change may raise a class along this order, never lower it.
 GUARD_ORDER = ("read", "R", "C", "unknown", "I")
 UNTRUSTED = PinState("pending", "", None, ("the proxy has not yet recorded this tool's definition",))
+UNCHECKED = "the server lists a definition the proxy has not checked against the pin yet"
 
 
 class ToolTrust:
@@ -40,40 +41,50 @@ class ToolTrust:
         self.rules = rules
         self.packs = packs
         self.gates = gates
-        self.states: dict[tuple[str, str], PinState] = {}
+        # (server, tool) -> (the definition hash the state was decided for, the state)
+        self.states: dict[tuple[str, str], tuple[str, PinState]] = {}
 
     async def observe(self, catalog: Catalog) -> None:
         """Record the definitions every connected server lists now and keep each tool's pin state."""
         by_server: dict[str, dict[str, dict[str, Any]]] = {}
+        hashes: dict[tuple[str, str], str] = {}
         for exposed in catalog.tools.values():
             dumped = exposed.tool.model_dump(by_alias=True, exclude_none=True, mode="json")
             by_server.setdefault(exposed.server, {})[exposed.tool.name] = tool_definition(dumped)
+            hashes[(exposed.server, exposed.tool.name)] = exposed.definition_hash
         for server, listed in by_server.items():
             states = await self.journal.run(functools.partial(observe, server, listed))
-            self.states.update({(server, name): state for name, state in states.items()})
+            self.states.update({(server, name): (hashes[(server, name)], state) for name, state in states.items()})
 
     async def recheck(self, server: str, tool: types.Tool) -> None:
-        """Read an untrusted tool's pin again (an operator may have accepted its definition since, in any process);
-        a trusted one costs nothing."""
-        if self.state(server, tool.name).trusted:
+        """Read an untrusted tool's pin again (an operator may have accepted its definition since, in any process,
+        or the state kept was decided for another definition); a trusted one costs nothing."""
+        if self.state(server, tool).trusted:
             return
         listed = tool_definition(tool.model_dump(by_alias=True, exclude_none=True, mode="json"))
         state = await self.journal.run(functools.partial(recheck, server, tool.name, listed))
         if state is not None:
-            self.states[(server, tool.name)] = state
+            self.states[(server, tool.name)] = (definition_hash(tool), state)
 
-    def state(self, server: str, tool: str) -> PinState:
-        """The tool's pin state; one the proxy has not recorded yet is not trusted."""
-        return self.states.get((server, tool), UNTRUSTED)
+    def state(self, server: str, tool: types.Tool) -> PinState:
+        """The pin state of `tool` as listed now. One not recorded yet, or recorded for another definition (the
+        catalog changed before its definitions were recorded), is not trusted."""
+        kept = self.states.get((server, tool.name))
+        if kept is None:
+            return UNTRUSTED
+        listed_hash, state = kept
+        if listed_hash == definition_hash(tool):
+            return state
+        return PinState("changed", state.pinned_hash, state.pinned_definition, (UNCHECKED,))
 
     def classify(self, server: str, tool: types.Tool) -> Classification:
         """The class of a call of `tool`: the cascade on its listed definition, raised to its pinned definition's
         class when the two differ."""
         found = self._cascade(server, tool.name, tool.annotations)
-        pinned = self.state(server, tool.name).pinned_definition
-        if pinned is None or self.state(server, tool.name).trusted:
+        state = self.state(server, tool)
+        if state.pinned_definition is None or state.trusted:
             return found
-        before = types.Tool.model_validate(pinned)
+        before = types.Tool.model_validate(state.pinned_definition)
         other = self._cascade(server, before.name, before.annotations)
         if GUARD_ORDER.index(other.effect_class) > GUARD_ORDER.index(found.effect_class):
             return Classification(
@@ -83,10 +94,10 @@ class ToolTrust:
             )
         return found
 
-    def gate(self, server: str, tool: str, effect_class: str, tenant: str, client: str) -> GateDecision:
+    def gate(self, server: str, tool: types.Tool, effect_class: str, tenant: str, client: str) -> GateDecision:
         """The gate for the call: the configured one, and at least `confirm` for a tool whose definition is not its
         pin (a block or hide stays)."""
-        gate = gate_for(effect_class, tool, server, tenant, client, self.gates)
+        gate = gate_for(effect_class, tool.name, server, tenant, client, self.gates)
         state = self.state(server, tool)
         if state.trusted or gate.action in ("block", "hide", "confirm"):
             return gate
@@ -97,7 +108,7 @@ class ToolTrust:
         )
         reason = (
             f"{why}: a person confirms each call until an operator accepts the definition (semantic-saga pins "
-            f"accept {server}/{tool}); without the change its gate would be {gate.action}"
+            f"accept {server}/{tool.name}); without the change its gate would be {gate.action}"
         )
         return GateDecision("confirm", "definition_changed", reason, gate.approver)
 
