@@ -1,4 +1,5 @@
-"""Read-only admin for action contracts: rows are immutable, so add, change and delete are denied.
+"""Read-only admin for action contracts and the proxy's tool pins: rows change only through their services, so add,
+change and delete are denied.
 
 Contracts are registered with `load_actions` (or `registry.services`), never edited by hand, because running
 steps pin their hash. Each row links to the registry browser's contract diff (sagas.console.screens.contract_diff).
@@ -13,7 +14,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from registry.models import ActionDefinition
+from registry.models import ActionDefinition, ToolPin
+from registry.tool_pins import pin_state
 from sagas.console.mixins import ReadOnlyAdminMixin
 from sagas.console.screens.contract_diff import snapshot_lines
 
@@ -45,3 +47,40 @@ class ActionDefinitionAdmin(ReadOnlyAdminMixin, _ModelAdmin):
         query = urlencode({"action": obj.action_id, "b": obj.version})
         url = f"{reverse('admin:registry_actiondefinition_diff')}?{query}"
         return format_html('<a href="{}" id="compare-{}-{}">compare…</a>', url, obj.action_id, obj.version)
+
+
+if TYPE_CHECKING:
+    _PinAdmin = admin.ModelAdmin[ToolPin]
+else:
+    _PinAdmin = admin.ModelAdmin
+
+
+@admin.register(ToolPin)
+class ToolPinAdmin(ReadOnlyAdminMixin, _PinAdmin):
+    """The downstream tool definitions the MCP proxy trusts (registry.tool_pins). Deployment-wide, like contracts.
+    A changed or pending tool links to its review screen (sagas.console.screens.tool_pins), where an operator sees
+    what changed and accepts it."""
+
+    list_display = ("server", "tool", "status_badge", "accepted_by", "seen_at", "review_link")
+    list_filter = ("status", "server")
+    search_fields = ("server", "tool")
+    ordering = ("server", "tool")
+    fields = ("server", "tool", "status", "accepted_by", "accepted_at", "first_seen_at", "seen_at", "changes")
+    readonly_fields = fields
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: ToolPin) -> str:
+        style = {"approved": "st-COMPLETED", "changed": "st-FAILED", "pending": "st-EXECUTING"}.get(obj.status, "")
+        return format_html('<span class="badge {}" id="pin-status-{}">{}</span>', style, obj.pk, obj.status)
+
+    @admin.display(description="what changed")
+    def changes(self, obj: ToolPin) -> str:
+        lines = pin_state(obj).changes or ("the server lists the pinned definition",)
+        return format_html("<pre>{}</pre>", "\n".join(lines))
+
+    @admin.display(description="review")
+    def review_link(self, obj: ToolPin) -> str:
+        if obj.status == "approved":
+            return "-"
+        url = reverse("admin:registry_toolpin_review", args=[obj.pk])
+        return format_html('<a href="{}" id="review-pin-{}">review and accept…</a>', url, obj.pk)

@@ -26,6 +26,7 @@ from sagas.console.screens.kill_switch import KillSwitchScreens
 from sagas.console.screens.policy import PolicyScreen
 from sagas.console.screens.recovery import RecoveryScreens
 from sagas.console.screens.saga import SagaDetailScreens
+from sagas.console.screens.tool_pins import ToolPinScreens
 
 SCREENS: tuple[type[ConsoleScreens], ...] = (
     ApprovalScreens,
@@ -34,6 +35,7 @@ SCREENS: tuple[type[ConsoleScreens], ...] = (
     PolicyScreen,
     KillSwitchScreens,
     ContractDiffScreen,
+    ToolPinScreens,
 )
 
 

@@ -102,6 +102,8 @@ class ApprovalContext:
     required_because: str
     input_digest: str
     digest_current: bool  # the node's input still hashes to input_digest; otherwise approving lets nothing run
+    # A held proxied call whose tool definition is not its pin: what differs, one line each (empty otherwise).
+    definition_changes: tuple[str, ...] = ()
 
     @property
     def definition_hash(self) -> str:
@@ -121,6 +123,8 @@ class ApprovalContext:
             "input_digest": self.input_digest,
             "input_digest_current": self.digest_current,
             "definition_hash": self.definition_hash,
+            "definition_changed": bool(self.definition_changes),
+            "definition_changes": list(self.definition_changes),
         }
         if payload:
             out["input_preview"] = [f.as_dict() for f in self.fields]
@@ -138,7 +142,11 @@ def approval_contexts(approvals: Iterable[Approval]) -> dict[uuid.UUID, Approval
     nodes = [a.node for a in rows]
     contracts = _contracts(nodes)
     first_reasons = _first_reasons([a for a in rows if a.requested_by == RETRY])
-    return {a.id: _context(a, contracts.get((a.node.action, a.node.action_version)), first_reasons) for a in rows}
+    return {
+        # A held proxied call's approval keeps the snapshot it binds: that is what the approver judges.
+        a.id: _context(a, a.snapshot or contracts.get((a.node.action, a.node.action_version)), first_reasons)
+        for a in rows
+    }
 
 
 def waiting_contexts(nodes: Iterable[Node]) -> dict[uuid.UUID, ApprovalContext]:
@@ -178,7 +186,15 @@ def _context(
         required_because=because,
         input_digest=approval.input_digest,
         digest_current=input_digest(node.input) == approval.input_digest,
+        definition_changes=_definition_changes(contract),
     )
+
+
+def _definition_changes(contract: dict[str, Any] | None) -> tuple[str, ...]:
+    proxy = (contract or {}).get("proxy") or {}
+    if not proxy.get("definition_changed"):
+        return ()
+    return tuple(str(line) for line in proxy.get("definition_changes") or ("its definition is not the pinned one",))
 
 
 def _field(name: str, value: Any) -> InputField:
