@@ -26,11 +26,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import chaos_check, chaos_setup
-from bench.chaos_downstream import PACK
+from bench.chaos_downstream import HELD, HELD_TIMEOUT_MS, PACK
 from bench.chaos_drive import TOKENS, Api, Driver, Load, ShapeDriver, planned_shapes
 from bench.chaos_faults import KINDS, PROXY_KINDS, Injector
 from bench.chaos_fleet import Fleet, Supervisor
-from bench.chaos_proxied import NO_SESSION, drive_proxied
+from bench.chaos_proxied import NO_SESSION, close_held_sessions, drive_proxied
 from bench.chaos_sink import Sink
 from bench.common import ROOT, machine
 
@@ -140,6 +140,7 @@ def _run(
     # From the moment the last fault was injected (a frozen worker's includes its freeze and its quiet period).
     last = injector.faults.timeline[-1][0] if injector.faults.timeline else time.time()
     quiet = None if quiet_at is None else max(0.0, quiet_at - last)
+    close_held_sessions(api, injector.faults.held_kills, time.monotonic() + bound)
     calls = _downstream_calls(work / DOWNSTREAM_RECORD)
     exits = {
         "restarted_by_supervisor": dict(sorted(fleet.exited.items())),
@@ -173,7 +174,9 @@ def start_fleet(args: argparse.Namespace, fleet: Fleet, broker: str, work: Path,
         downstream = fleet.start_downstream(work / DOWNSTREAM_RECORD)
         (work / "chaos_pack.json").write_text(json.dumps(PACK))
         config = work / "proxy.json"
-        config.write_text(json.dumps({"servers": {"world": {"url": downstream}}, "packs": ["chaos_pack.json"]}))
+        policy = {**HELD, "confirmTimeoutMs": HELD_TIMEOUT_MS}
+        proxy = {"servers": {"world": {"url": downstream}}, "packs": ["chaos_pack.json"], "policy": policy}
+        config.write_text(json.dumps(proxy))
         for i in range(args.proxies):
             fleet.add_server(i, broker, tokens, proxy_config=config)
         shapes["proxied"] = lambda round_, deadline: drive_proxied(api, fleet, round_, deadline)
@@ -257,6 +260,7 @@ def report(
         "not terminal / stuck": chaos_check.settled(),
         "sink effects": chaos_check.effects(chaos_check.sink_arrivals(deliveries), proxied=False),
         "downstream MCP calls": chaos_check.effects(chaos_check.downstream_arrivals(calls), proxied=True),
+        "held call whose proxy was killed not withdrawn": chaos_check.held_calls(injector.faults.held_kills, calls),
         "late write of a fenced-off attempt applied": chaos_check.late_writes(),
         "audit chain": chain_violations,
         "quiescence": [] if quiet is not None else [f"not quiescent within {bound:.0f}s of the last fault"],
@@ -278,6 +282,7 @@ def report(
         "requests_retried": load.retried_requests,
         "faults": dict(sorted(injector.faults.counts.items())),
         "fault_cycles": sum(injector.faults.counts.values()),
+        "held_calls_killed": len(injector.faults.held_kills),
         "fault_errors": injector.faults.errors[:50],
         "sink_deliveries": len(deliveries),
         "downstream_calls": len(calls),
@@ -319,6 +324,7 @@ def table(result: dict[str, Any]) -> str:
         ("sagas run", f"{result['sagas_run']} ({', '.join(f'{k} {v}' for k, v in result['by_shape'].items())})"),
         ("final states", ", ".join(f"{k} {v}" for k, v in sorted(result["final_status"].items()))),
         ("fault cycles", str(result["fault_cycles"])),
+        ("held calls whose proxy was killed (all withdrawn, none sent)", str(result["held_calls_killed"])),
         *((f"  {kind}", str(n)) for kind, n in result["faults"].items()),
         ("exited on their own, restarted", _exits(result["exits_on_their_own"])),
         ("sink requests / downstream MCP calls", f"{result['sink_deliveries']} / {result['downstream_calls']}"),

@@ -45,6 +45,11 @@ OVERDUE_SQL = """
     SELECT 'step', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at), lease_owner,
            fence_token, lease_expires_at FROM sagas_step
      WHERE status = 'EXECUTING' AND node_id IS NULL AND lease_expires_at < now()
+    UNION ALL
+    SELECT 'held call', id::text, saga_id::text, EXTRACT(EPOCH FROM now() - lease_expires_at), lease_owner,
+           fence_token, lease_expires_at FROM sagas_node
+     WHERE status IN ('WAITING_APPROVAL', 'READY') AND step_id IS NULL AND lease_owner <> ''
+       AND lease_expires_at < now()
 """
 
 
@@ -65,6 +70,22 @@ def overdue_leases(grace: float) -> tuple[float, list[str]]:
         if float(waited) > grace
     ]
     return longest, late
+
+
+def held_calls(kills: list[tuple[str, str]], calls: list[dict[str, Any]]) -> list[str]:
+    """A call held for a person whose proxy was killed is withdrawn (REFUSED, nothing sent), never left waiting
+    or sent; the downstream never saw the held tool."""
+    from sagas.models import Node
+
+    out = [f"the held tool reached the downstream: {call}" for call in calls if call.get("tool") == "chaos_hold"]
+    for saga_id, node_id in kills:
+        node = Node.objects.filter(pk=node_id).select_related("step").first()
+        if node is None:
+            out.append(f"held call {node_id} of saga {saga_id} is gone")
+        elif node.step is None or node.step.status != "REFUSED":
+            step = node.step.status if node.step else "no step"
+            out.append(f"held call {node_id} of saga {saga_id} is {node.status} ({step}) after its proxy was killed")
+    return out
 
 
 def worked_on() -> Any:

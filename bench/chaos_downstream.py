@@ -3,7 +3,9 @@
     python -m bench.chaos_downstream --port 8940 --record calls.jsonl     # Streamable HTTP at /mcp, loopback
 
 Tools: `chaos_put` (stores a value under a name; a pack declares `chaos_delete` its inverse, so the proxy classes
-it R), `chaos_delete` (the inverse) and `chaos_get` (readOnlyHint: a read). Each call is appended to the record
+it R), `chaos_delete` (the inverse), `chaos_get` (readOnlyHint: a read) and `chaos_hold` (the proxy's config holds
+every call of it for a person, who never comes: the fault injector kills the proxy holding it, so it must never
+arrive here). Each call is appended to the record
 (tool, idempotency key from `_meta`, arguments) and flushed before it takes effect, so the record is the world's
 own account of what reached it, whatever happens to the proxy afterwards. Each answer is held back a little
 (`--max-delay`), so a proxy killed by the fault injector is often killed while a call is out.
@@ -39,7 +41,11 @@ TOOLS = [
     _tool("chaos_put", "Store a value under a name.", {"name": "string", "value": "string"}),
     _tool("chaos_delete", "Forget the value stored under a name.", {"name": "string"}),
     _tool("chaos_get", "Read the value stored under a name.", {"name": "string"}, read_only=True),
+    _tool("chaos_hold", "Store a value once a person approved it.", {"name": "string"}),
 ]
+# The proxy's configuration beside the pack: chaos_hold always waits for a person, for as long as a run lasts.
+HELD = {"tools": [{"tool": "chaos_hold", "action": "confirm", "reason": "the held-call fault's tool"}]}
+HELD_TIMEOUT_MS = 3_600_000
 PACK = {
     "name": "chaos",
     "description": "The chaos downstream's inverse: a put is undone by deleting what it stored.",

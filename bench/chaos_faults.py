@@ -1,9 +1,10 @@
 """The chaos suite's fault injector: one thread, one fault at a time, chosen by a seeded random generator.
 
 Kinds: SIGKILL a prefork pool child (its parent forks a new one), SIGKILL a whole worker (parent and children)
-and start it again, SIGKILL a `serve` replica or the proxy and start it again, terminate the product's PostgreSQL
-backends, restart the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then
-SIGCONT it, and make the sink delay or drop its next answers after it applied their effect.
+and start it again, SIGKILL a `serve` replica or the proxy and start it again, SIGKILL the proxy while it holds a
+call for a person (the call must be withdrawn, never sent), terminate the product's PostgreSQL backends, restart
+the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then SIGCONT it, and make
+the sink delay or drop its next answers after it applied their effect.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ KINDS = (
     "worker_sigkill",
     "serve_sigkill",
     "proxy_sigkill",
+    "proxy_held_sigkill",
     "pg_terminate_backend",
     "redis_restart",
     "worker_sigstop",
     "sink_delay_after_apply",
     "sink_drop_after_apply",
 )
-PROXY_KINDS = ("proxy_sigkill",)  # only with a proxy replica (bench/chaos.py --proxies)
+PROXY_KINDS = ("proxy_sigkill", "proxy_held_sigkill")  # only with a proxy replica (bench/chaos.py --proxies)
+HELD_SECONDS = 15.0  # how long the held-call fault waits for its call to be held before it gives up
 ACTION_TIMEOUT_SECONDS = 2  # the chaos actions' timeout_seconds (bench/chaos.py)
 
 
@@ -55,6 +58,7 @@ class Faults:
     pauses: list[Pause] = field(default_factory=list)
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind), wall clock
     last_fault_at: float = 0.0
+    held_kills: list[tuple[str, str]] = field(default_factory=list)  # (session saga, held node) whose holder died
 
 
 class Injector:
@@ -114,6 +118,24 @@ class Injector:
         """Kill the proxy, often while a call is out (the downstream holds each answer back a little)."""
         self.fleet.restart_proxy(self.random.choice(self.fleet.proxies))
 
+    def proxy_held_sigkill(self) -> None:
+        """An agent's call is held for a person on a proxy replica, and that proxy is killed while it holds it."""
+        member = self.random.choice(self.fleet.proxies)
+        name = f"chaos-held-{len(self.faults.held_kills)}-{self.random.randrange(10**6)}"
+        url = f"http://127.0.0.1:{member.port}/proxy/mcp"
+        seen = threading.Event()
+        threading.Thread(target=hold_a_call, args=(url, name, seen), name=name, daemon=True).start()
+        deadline = time.monotonic() + HELD_SECONDS
+        try:
+            while (held := _held_call(self.pg_url, name)) is None:
+                if time.monotonic() > deadline or self._stop.is_set():
+                    raise RuntimeError(f"no call of {name} was held within {HELD_SECONDS:.0f}s")
+                time.sleep(0.05)
+        finally:
+            seen.set()  # the agent stops trying once its call was held (or the fault gave up)
+        self.fleet.restart_proxy(member)
+        self.faults.held_kills.append(held)
+
     def pg_terminate_backend(self) -> None:
         with psycopg.connect(self.pg_url, autocommit=True, application_name="chaos-injector") as conn:
             rows = conn.execute(
@@ -165,6 +187,44 @@ class Injector:
 
     def sink_drop_after_apply(self) -> None:
         self.sink.arm("drop", self.random.randint(1, 3))
+
+
+def hold_a_call(url: str, name: str, held: threading.Event) -> None:
+    """An agent's session calling chaos_hold, which the proxy holds until it is killed (its answer never comes);
+    it connects again while the proxy is not up yet (restarted by an earlier fault), until `held` is set."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import Implementation
+
+    from bench.chaos_drive import TOKEN
+
+    async def call() -> None:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=httpx2.Timeout(30.0))
+        info = Implementation(name=name, version="1.0.0")
+        with anyio.fail_after(HELD_SECONDS * 4):
+            async with (
+                http,
+                Client(streamable_http_client(url, http_client=http), mode="legacy", client_info=info) as client,
+            ):
+                await client.call_tool("chaos_hold", {"name": name})
+
+    while not held.is_set():
+        with contextlib.suppress(BaseException):  # the proxy dies under the call: the transport fails, as it should
+            anyio.run(call)
+        held.wait(0.2)
+
+
+def _held_call(pg_url: str, client_name: str) -> tuple[str, str] | None:
+    """(session saga, node) of the call of `client_name`'s session held for a person, once there is one."""
+    sql = (
+        "SELECT s.id::text, n.id::text FROM sagas_node n JOIN sagas_saga s ON s.id = n.saga_id"
+        " WHERE n.status = 'WAITING_APPROVAL' AND s.metadata -> 'proxy' -> 'client' ->> 'name' = %s"
+    )
+    with psycopg.connect(pg_url, autocommit=True, application_name="chaos-injector") as conn:
+        row = conn.execute(sql, [client_name]).fetchone()
+    return (str(row[0]), str(row[1])) if row else None
 
 
 def signal_pid(pid: int, sig: int) -> None:

@@ -12,6 +12,7 @@ session the proxy recovery made RECOVERY_REQUIRED (a killed proxy's call, uncert
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -133,3 +134,22 @@ def _in_flight(saga_id: str) -> bool:
         return Step.objects.filter(saga_id=saga_id, status="EXECUTING").exists()
     finally:
         connections.close_all()
+
+
+def close_held_sessions(api: Api, kills: list[tuple[str, str]], deadline: float) -> None:
+    """The sessions whose held call lost its proxy (the held-call fault): once the sweep withdrew the call, the
+    harness, as their operator, rolls them back (nothing else will end them)."""
+    from django.db import connections
+
+    from sagas.models import Node
+
+    for saga_id, node_id in kills:
+        try:
+            while time.monotonic() < deadline and not Node.objects.filter(pk=node_id, step__isnull=False).exists():
+                time.sleep(POLL_SECONDS)
+        finally:
+            connections.close_all()
+        run = SagaRun("proxied")
+        run.saga_id = saga_id
+        with contextlib.suppress(ApiError):  # the settle check says what state it was left in
+            _finish(api, run, False, deadline)

@@ -52,7 +52,7 @@ def test_a_viewer_sees_the_difference_but_cannot_accept(vera: Client):
 def test_the_approval_queue_shows_a_held_calls_changed_definition(login: Login, operator: Principal):
     agent = local_agent("test", "acme")
     session = coordinator.proxy_session_open(actor=agent, session=session_facts())
-    changes = ("annotations: added ({\"readOnlyHint\": true})",)
+    changes = ('annotations: added ({"readOnlyHint": true})',)
     call = call_facts(
         "settings_store",
         effect_class="unknown",

@@ -65,6 +65,8 @@ def test_short_chaos_run_injects_every_fault_kind_and_finds_no_violation(tmp_pat
     # The one fault that may find nothing to hit: a pool child of a worker that is still starting after a restart.
     not_injected = [e for e in result["fault_errors"] if not e.startswith("worker_child_sigkill: RuntimeError")]
     assert result["fault_cycles"] >= 10 and not_injected == [], not_injected
+    # a proxy killed while it held a call for a person: the call was withdrawn and never sent (an invariant above)
+    assert result["held_calls_killed"] == result["faults"].get("proxy_held_sigkill", 0)
     opened = result["sagas_run"] - result["proxied_sessions_never_opened"]  # no saga: the proxy died first
     assert result["audit_chains_verified"] >= opened and result["quiescence_seconds"] is not None
     assert "invariant violations" in run.stdout and "\033[" not in run.stdout  # one table, no colour off a TTY

@@ -89,13 +89,18 @@ def start_server(workdir: Path, port: int | None = None) -> RunningServer:
 
 
 def _wait_healthy(running: RunningServer) -> None:
-    deadline = time.monotonic() + 60
+    wait_healthy(running.base, running.proc, running.log)
+
+
+def wait_healthy(base: str, proc: subprocess.Popen[bytes], log: Path, seconds: float = 60) -> None:
+    """Until `serve` at `base` answers /healthz; fails with its log if it exits or does not within `seconds`."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        assert running.proc.poll() is None, running.log.read_text()
+        assert proc.poll() is None, log.read_text()
         try:
-            if httpx.get(f"{running.base}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    pytest.fail("the server did not become healthy:\n" + running.log.read_text())
+    pytest.fail("the server did not become healthy:\n" + log.read_text())

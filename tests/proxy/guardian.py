@@ -23,6 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.distributed.workers import free_port, shared_database_url
+from tests.protocols.conftest import wait_healthy
 from tests.proxy.agent import Agent
 from tests.proxy.harness import READY_SECONDS, ROOT, stdio, wait_for_port
 
@@ -74,6 +75,11 @@ def proxy_pid(guarded: Guarded) -> int:
     """The process serving the agents: `serve` (http), or the `semantic-saga proxy` started for this config."""
     if guarded.transport == "http":
         return guarded.procs[0].pid
+    return stdio_proxy_pid(guarded.config)
+
+
+def stdio_proxy_pid(config: Path) -> int:
+    """The pid of the `semantic-saga proxy` process serving `config` (found by its command line)."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -81,9 +87,9 @@ def proxy_pid(guarded: Guarded) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"proxy" in argv and str(guarded.config).encode() in argv:
+        if b"proxy" in argv and str(config).encode() in argv:
             return int(entry.name)
-    raise AssertionError(f"no semantic-saga proxy process serves {guarded.config}")
+    raise AssertionError(f"no semantic-saga proxy process serves {config}")
 
 
 @dataclass
@@ -179,24 +185,11 @@ def guarded_proxy(
         proc = subprocess.Popen(command, cwd=ROOT, env=guarded.env, stdout=out, stderr=subprocess.STDOUT)
     guarded.procs.append(proc)
     try:
-        _wait_healthy(guarded, proc)
+        wait_healthy(guarded.base, proc, guarded.log or workdir / "serve.log", READY_SECONDS)
         yield guarded
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def _wait_healthy(guarded: Guarded, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, guarded.log.read_text() if guarded.log else ""
-        try:
-            if httpx.get(f"{guarded.base}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("the server did not become healthy:\n" + (guarded.log.read_text() if guarded.log else ""))
 
 
 def held_node(status: str = "WAITING_APPROVAL") -> Any:
@@ -218,3 +211,28 @@ def poll(find: Callable[[], Any], what: str, seconds: float = WAIT_SECONDS) -> A
             return found
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def stateless_call(
+    url: str, token: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """One 2026-07-28 tools/call as one POST (no session), written by hand; its JSON-RPC result."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "hand-written", "version": "1"},
+    }
+    params = {"name": tool, "arguments": arguments, "_meta": meta}
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": tool,
+    }
+    answer = httpx.post(
+        url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers=headers, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    result: dict[str, Any] = answer.json()["result"]
+    return result

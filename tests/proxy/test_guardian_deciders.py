@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from sagas.models import Node
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import text
-from tests.proxy.guardian import ALICE, AVA, OLGA, Guarded, guarded_proxy, held_node
+from tests.proxy.guardian import ALICE, AVA, OLGA, Guarded, guarded_proxy, held_node, stateless_call
 from tests.proxy.terminal import ROOT, at_terminal
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -51,7 +50,8 @@ def test_over_http_the_caller_may_not_decide_its_own_held_call_and_another_opera
             seen["queue"] = alice.get("/api/v1/approvals/").json()["approvals"]
             seen["approve"] = alice.post(f"{path}/approve/", json={})
             seen["reject"] = alice.post(f"{path}/reject/", json={"reason": "my own"})
-            seen["tool"] = _mcp_tool(guarded, ALICE, {"saga_id": str(node.saga_id), "node_id": str(node.id)})
+            held = {"saga_id": str(node.saga_id), "node_id": str(node.id)}
+            seen["tool"] = stateless_call(f"{guarded.base}/mcp", ALICE, "approve_saga_step", held)
             seen["olga"] = olga.post(f"{path}/approve/", json={})
 
     with guarded_proxy("http", tmp_path) as guarded:
@@ -118,27 +118,3 @@ def _piped(*args: str) -> Any:
     env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "acme", "NO_COLOR": "1"}
     command = [str(Path(sys.executable).parent / "semantic-saga"), *args]
     return subprocess.run(command, env=env, cwd=ROOT, input="yes\n", capture_output=True, text=True, timeout=60)
-
-
-def _mcp_tool(guarded: Guarded, token: str, arguments: dict[str, Any]) -> Any:
-    """approve_saga_step on the same server's /mcp, stateless (2026-07-28, one POST)."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "approve_saga_step", "arguments": arguments, "_meta": meta},
-    }
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": "approve_saga_step",
-    }
-    answer = httpx.post(f"{guarded.base}/mcp", json=body, headers=headers, timeout=30)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]

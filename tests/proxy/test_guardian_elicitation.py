@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import mcp.types as types
 import pytest
 from django.utils import timezone
@@ -17,7 +16,7 @@ from django.utils import timezone
 from sagas.coordinator import sagas_recover
 from sagas.models import Node
 from tests.proxy.agent import MODES, text
-from tests.proxy.guardian import ALICE, guarded_proxy, poll
+from tests.proxy.guardian import ALICE, guarded_proxy, poll, stateless_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ASK_THE_CLIENT = {"tools": [{"tool": "purge_cache", "action": "confirm", "approver": "both"}]}
@@ -85,7 +84,8 @@ def test_over_http_the_client_is_not_asked_unless_a_rule_says_so(tmp_path: Path)
 def test_a_client_that_never_comes_back_with_its_answer_leaves_nothing_waiting(tmp_path: Path):
     policy = {**ASK_THE_CLIENT, "confirmTimeoutMs": 1000}
     with guarded_proxy("http", tmp_path, policy=policy) as guarded:
-        first = _stateless_call(guarded.url, "purge_cache", {"scope": "all"})
+        asks = {"elicitation": {"form": {}}}
+        first = stateless_call(guarded.url, ALICE, "purge_cache", {"scope": "all"}, asks)
         node = poll(lambda: Node.objects.filter(approvals__expires_at__lt=timezone.now()).first(), "the timeout")
         swept = sagas_recover()
 
@@ -95,25 +95,3 @@ def test_a_client_that_never_comes_back_with_its_answer_leaves_nothing_waiting(t
     node.refresh_from_db()
     assert node.status == "REJECTED" and node.step.status == "REFUSED"
     assert node.step.error["code"] == "CONFIRM_TIMEOUT" and node.approvals.get().status == "EXPIRED"
-
-
-def _stateless_call(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One 2026-07-28 tools/call, as a client that can be asked (elicitation) sends it."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-        "io.modelcontextprotocol/clientInfo": {"name": "gone-client", "version": "1"},
-    }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-    body["params"]["_meta"] = meta
-    headers = {
-        "Authorization": f"Bearer {ALICE}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call",
-        "Mcp-Name": tool,
-    }
-    answer = httpx.post(url, json=body, headers=headers, timeout=30)
-    assert answer.status_code == 200, answer.text
-    result: dict[str, Any] = answer.json()["result"]
-    return result

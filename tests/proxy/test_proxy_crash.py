@@ -21,26 +21,13 @@ from mcp.client.stdio import stdio_client
 from sagas.coordinator import sagas_recover
 from sagas.models import Saga, Step
 from tests.distributed.workers import shared_database_url
+from tests.proxy.guardian import stdio_proxy_pid
 from tests.proxy.harness import ROOT, TINY, config_file, stdio
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BIN = Path(sys.executable).parent
 WAIT_SECONDS = 60
 LEASE_SECONDS = "3"
-
-
-def _proxy_pid(config: Path) -> int:
-    """The pid of the `semantic-saga proxy` process this test started (found by its own config path)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"proxy" in argv and str(config).encode() in argv:
-            return int(entry.name)
-    raise AssertionError(f"no semantic-saga proxy process runs with {config}")
 
 
 def _poll(predicate, what: str) -> None:  # type: ignore[no-untyped-def]
@@ -73,7 +60,7 @@ def test_a_proxy_killed_mid_call_leaves_the_step_uncertain_and_never_resends_it(
 
             group.start_soon(agent)
             await anyio.to_thread.run_sync(_poll, forwarded, "the hang call to be journaled and forwarded")
-            os.kill(_proxy_pid(config), signal.SIGKILL)  # given: the proxy dies while the call is out
+            os.kill(stdio_proxy_pid(config), signal.SIGKILL)  # given: the proxy dies while the call is out
 
     anyio.run(scenario)
 

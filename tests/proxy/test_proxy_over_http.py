@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from tests.distributed.workers import free_port, shared_database_url
-from tests.protocols.conftest import ALICE, TOKENS, VERA
+from tests.protocols.conftest import ALICE, TOKENS, VERA, wait_healthy
 from tests.proxy.agent import MODES, Agent, connect, text, tool_names
 from tests.proxy.harness import DEMO, READY_SECONDS, ROOT, TINY, config_file, stdio
 
@@ -75,16 +74,7 @@ def server(
 
 
 def _wait_healthy(running: Served) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    while time.monotonic() < deadline:
-        assert running.proc.poll() is None, running.log.read_text()
-        try:
-            if httpx.get(f"{running.base}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail("the server did not become healthy:\n" + running.log.read_text())
+    wait_healthy(running.base, running.proc, running.log, READY_SECONDS)
 
 
 @pytest.mark.parametrize("mode", MODES)
