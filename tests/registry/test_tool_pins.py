@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from audit.chain import verify_chain
 from audit.control_plane import SYSTEM_TENANT, chain_id
 from audit.models import AuditEvent
-from audit.chain import verify_chain
 from governance.errors import Forbidden
 from registry.models import ToolPin
 from registry.tool_pins import PinNotFound, accept, definition_changes, observe, pins
