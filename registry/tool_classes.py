@@ -22,9 +22,10 @@ the result names) is capped to unknown by `destructiveHint: true`, and that capp
 `annotation` (the annotation decided it).
 
 Annotations are the server's own claims, and a server is not trusted to lower its own guard: an annotation never
-makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb anywhere
-(`delete_all_users`, `purge_cache`, `users_delete`) does not make it a read: the name decides, and a name-based
-read or R becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint: false` lowers nothing.
+makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb anywhere,
+in any segment (`delete_all_users`, `purge_cache`, `users_delete`, `purge.cache`) does not make it a read: the name
+decides, and a name-based read or R becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint:
+false` lowers nothing.
 Only an operator rule says otherwise. (Sagaz lets `readOnlyHint` win over the name.)
 
 Name heuristics look at the last segment of the name (after `.`, `/`, `:` or `__`), split into words at
@@ -134,7 +135,7 @@ def classify(
     by_name = _by_name(tool_name, destructive=_hint(annotations, "destructiveHint", "destructive_hint"))
     if not _hint(annotations, "readOnlyHint", "read_only_hint"):
         return by_name
-    mutating = next((word for word in name_words(tool_name) if word in _MUTATING_VERBS), None)
+    mutating = next((word for word in name_words(tool_name, every_segment=True) if word in _MUTATING_VERBS), None)
     if mutating is None:
         return Classification("read", "annotation", "the server declares readOnlyHint: true")
     why = (
@@ -146,11 +147,12 @@ def classify(
     return Classification(by_name.effect_class, by_name.source, f"{by_name.reason}; {why}")
 
 
-def name_words(tool_name: str) -> list[str]:
+def name_words(tool_name: str, *, every_segment: bool = False) -> list[str]:
     """The lowercase words of a tool name's last segment: `gmail.sendEmail` -> ["send", "email"],
-    `crm__list_contacts` -> ["list", "contacts"], `DropTable` -> ["drop", "table"]."""
-    last = _NAMESPACE_SEPARATORS.split(tool_name)[-1]
-    spaced = _CAMEL_BOUNDARY.sub("_", last)
+    `crm__list_contacts` -> ["list", "contacts"], `DropTable` -> ["drop", "table"]; with `every_segment`, of all
+    its segments (`purge.cache` -> ["purge", "cache"]), for the checks a verb anywhere must not escape."""
+    segments = _NAMESPACE_SEPARATORS.split(tool_name)
+    spaced = " ".join(_CAMEL_BOUNDARY.sub("_", segment) for segment in (segments if every_segment else segments[-1:]))
     return [word.lower() for word in _WORD_SEPARATORS.split(spaced) if word]
 
 

@@ -23,19 +23,22 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit import control_plane
 from audit.canonical import sha256_hex
 from audit.models import EventType
-from governance.errors import ServiceError
+from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, READ, authorize
 from registry.models import ToolPin, ToolPinStatus
 
 PINNED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 FIRST_USE = "first use"
+# Rows written per statement (SQLite allows a few thousand parameters per statement).
+BATCH = 200
 # A diff says at most this many lines, each value clipped: enough to see what changed, never a flood.
 CHANGES_SHOWN = 20
 VALUE_SHOWN = 120
@@ -76,8 +79,9 @@ def observe(server: str, listed: Mapping[str, Mapping[str, Any]]) -> dict[str, P
         first_use = not known
         drafts = _new_pins(server, listed, hashes, known, first_use)
         drafts += _seen_again(server, listed, hashes, known)
-        control_plane.record_changes(control_plane.SYSTEM_TENANT, drafts)
-        pins = {pin.tool: pin for pin in ToolPin.objects.filter(server=server, tool__in=list(listed))}
+        for start in range(0, len(drafts), BATCH):  # a server listing thousands of tools stays within SQL's limits
+            control_plane.record_changes(control_plane.SYSTEM_TENANT, drafts[start : start + BATCH])
+        pins = {pin.tool: pin for pin in ToolPin.objects.filter(server=server) if pin.tool in listed}
     return {name: state_of(pins[name], listed[name]) for name in listed if name in pins}
 
 
@@ -122,7 +126,7 @@ def _new_pins(
         if name not in known
     ]
     # Two proxies seeing a new server at once both insert: the unique (server, tool) keeps the first.
-    ToolPin.objects.bulk_create(fresh, ignore_conflicts=True)
+    ToolPin.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=BATCH)
     event = EventType.TOOL_PINNED if first_use else EventType.TOOL_DEFINITION_CHANGED
     return [_evidence(event, pin, control_plane.process_actor()) for pin in fresh]
 
@@ -153,9 +157,18 @@ def pin_state(pin: ToolPin) -> PinState:
 
 
 def accept(*, actor: Principal, server: str, tool: str) -> ToolPin:
-    """Trust what `server` lists now for `tool` (a person's decision: the `decide` capability). Evidence
-    TOOL_PIN_ACCEPTED. PinNotFound for a tool the proxy never listed; an approved tool is left as it is."""
+    """Trust what `server` lists now for `tool`: a person's decision (the `decide` capability, signed in, not
+    through a surface agents drive) of the deployment's own tenant (SAGA_DEFAULT_TENANT), since a pin applies to
+    every tenant's calls. Evidence TOOL_PIN_ACCEPTED. PinNotFound for a tool the proxy never listed; an approved
+    tool is left as it is."""
     authorize(actor, DECIDE, "accept a tool definition")
+    if actor.tenant_id != settings.SAGA_DEFAULT_TENANT or actor.through_an_agent_surface or not actor.authenticated:
+        raise Forbidden(
+            message=f"{actor.principal_id} may not accept a tool definition: a pin applies to every tenant's calls, "
+            f"so an operator of the deployment's own tenant ({settings.SAGA_DEFAULT_TENANT}) accepts it, signed in, "
+            "in the console or with `semantic-saga pins accept` at a terminal. Nothing was changed.",
+            operation="accept a tool definition",
+        )
     with transaction.atomic():
         pin = ToolPin.objects.filter(server=server, tool=tool).first()
         if pin is None:

@@ -163,7 +163,7 @@ SAGA_PROXY_MAX_RESULT_BYTES: int = env.int("SAGA_PROXY_MAX_RESULT_BYTES", defaul
 SAGA_PROXY_CALL_TIMEOUT_SECONDS: float = env.float("SAGA_PROXY_CALL_TIMEOUT_SECONDS", default=300.0)
 # How long the proxy waits for a downstream to connect and answer initialize (a server's `connectTimeoutMs`).
 SAGA_PROXY_CONNECT_TIMEOUT_SECONDS: float = env.float("SAGA_PROXY_CONNECT_TIMEOUT_SECONDS", default=10.0)
-# Calls of one proxy session that may wait for a decision at once; the next is refused.
+# Calls of one principal (over all its proxy sessions) that may wait for a decision at once; the next is refused.
 SAGA_PROXY_MAX_HELD_CALLS: int = env.int("SAGA_PROXY_MAX_HELD_CALLS", default=20)
 # A tool listing older than this is listed again before a non-read call is forwarded (0 = before every one).
 SAGA_PROXY_RELIST_SECONDS: float = env.float("SAGA_PROXY_RELIST_SECONDS", default=60.0)

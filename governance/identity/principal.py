@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 
 # The tenant used by local, single-tenant installs (CLI, stdio, the embedded default without auth).
 DEFAULT_TENANT = "default"
+# The surfaces agents drive (MCP over HTTP and stdio, the proxy's own, A2A): a principal arriving through one of
+# them is an agent's, whatever its role, and never decides a call the MCP proxy holds (a person does).
+AGENT_PROTOCOLS = frozenset({"mcp", "stdio", "mcp-proxy", "mcp-proxy-stdio", "a2a"})
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,10 @@ class Principal:
     scopes: frozenset[str] = field(default_factory=frozenset)
     authenticated: bool = False
     protocol: str = "internal"
+
+    @property
+    def through_an_agent_surface(self) -> bool:
+        return self.protocol in AGENT_PROTOCOLS
 
     def identity_metadata(self) -> dict[str, str]:
         """What the server writes into saga metadata `_identity` (caller-supplied values are discarded)."""

@@ -23,6 +23,7 @@ from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, authorize
 from sagas.coordinator import _graph, _held_calls_gone, _policy
+from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
@@ -175,9 +176,12 @@ def _expire(tx: Tx, node: Node, approval: Approval) -> InvalidTransition:
 
 
 def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
-    """Whoever planned a node may not approve it when separation of duties is on; whoever made a call the proxy
-    holds may never decide it (the agent must not approve what it asked for)."""
+    """Whoever planned a node may not approve it when separation of duties is on; a call the proxy holds is decided
+    by a person other than whoever made it, through a surface agents do not drive (the agent must not approve what
+    it asked for, nor through a second MCP server of its own)."""
     proxied = is_proxied_action(tx.saga, node.action)
+    if proxied and (refusal := not_a_person(tx.actor, "decide a call the MCP proxy holds")):
+        return refusal
     if not (proxied or settings.SAGA_APPROVAL_SEPARATION_OF_DUTIES):
         return None
     planner = (
@@ -204,14 +208,19 @@ def _duty_conflict(tx: Tx, node: Node) -> ServiceError | None:
 
 
 def _reject(tx: Tx, node: Node, *, code: str = "APPROVAL_REJECTED", why: str = "its approval was rejected") -> None:
+    proxied = is_proxied_action(tx.saga, node.action)
+    then = (
+        "nothing was sent; the agent may make the call again"
+        if proxied
+        else "Retry the node to request approval again, or roll the saga back"
+    )
     error = {
         "code": code,
-        "message": f"Node {node.key or node.id} did not run: {why}. Retry the node to request approval again, or "
-        "roll the saga back.",
+        "message": f"Node {node.key or node.id} did not run: {why}. {then}.",
         "node_id": str(node.id),
     }
     tx.transition(node, NodeStatus.REJECTED, error=error)
     _graph.block_dependants(tx, node, "a dependency's approval was rejected")
     # A denied proxied call is answered to its agent and the session goes on; a planned node's saga waits.
-    if tx.saga.status == SagaStatus.ACTIVE and not is_proxied_action(tx.saga, node.action):
+    if tx.saga.status == SagaStatus.ACTIVE and not proxied:
         tx.transition(tx.saga, SagaStatus.RECOVERY_REQUIRED, event=E.RECOVERY_REQUIRED, error=error)

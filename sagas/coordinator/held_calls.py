@@ -64,15 +64,19 @@ def hold(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, *, 
     an approver sees the definition and a call whose proxy is gone can still be journaled). A call held on an open
     request is leased to this process (held_as="request"). Audit NODE_PLANNED, APPROVAL_REQUESTED.
 
-    A session already holding SAGA_PROXY_MAX_HELD_CALLS calls gets a REFUSED step (HELD_CALLS_LIMIT) instead: one
-    agent must not fill the operators' queue."""
+    A principal whose sessions already hold SAGA_PROXY_MAX_HELD_CALLS calls gets a REFUSED step (HELD_CALLS_LIMIT)
+    instead: one agent must not fill the operators' queue, however many sessions it opens."""
     waiting = Node.objects.filter(
-        saga=tx.saga, step__isnull=True, action__startswith=PROXY_ACTION_PREFIX, status__in=OPEN_HELD
+        saga__tenant_id=tx.saga.tenant_id,
+        saga__creator_principal_id=tx.saga.creator_principal_id,
+        step__isnull=True,
+        action__startswith=PROXY_ACTION_PREFIX,
+        status__in=OPEN_HELD,
     ).count()
     if waiting >= settings.SAGA_PROXY_MAX_HELD_CALLS:
         reason = (
-            f"{waiting} calls of this session already wait for a person (SAGA_PROXY_MAX_HELD_CALLS is "
-            f"{settings.SAGA_PROXY_MAX_HELD_CALLS}), and a person decides those first"
+            f"{waiting} calls of {tx.saga.creator_principal_id} already wait for a person (SAGA_PROXY_MAX_HELD_CALLS "
+            f"is {settings.SAGA_PROXY_MAX_HELD_CALLS}, over all its sessions), and a person decides those first"
         )
         told, audit = call.gate_facts(), call.audit_facts()
         return refuse(tx, pinned, arguments, code="HELD_CALLS_LIMIT", reason=reason, facts=told, audit=audit)

@@ -238,7 +238,7 @@ def _require_live_session(tx: Tx) -> None:
         raise InvalidTransition(
             "PROXY_SESSION_NOT_ACTIVE",
             f"This proxy session (saga {tx.saga.id}) is {tx.saga.status}, so no call can be made in it; nothing was "
-            "sent. An operator committed, rolled back or paused it; start a new session (reconnect) to go on.",
+            "sent. It was committed, rolled back or paused; start a new session (reconnect) to go on.",
         )
 
 

@@ -11,8 +11,9 @@ from django.db.models import Q
 from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
-from governance.identity.rbac import EXECUTE, authorize
+from governance.identity.rbac import DECIDE, EXECUTE, authorize
 from sagas.coordinator import _policy, gates, quotas
+from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
@@ -113,6 +114,11 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
     authorize(actor, EXECUTE, "commit")
     with locked_saga(saga_id, actor) as tx:
         saga = tx.saga
+        if saga.is_proxy_session:
+            # Committing ends what an undo of the session could do: a person's decision, not the agent's.
+            authorize(actor, DECIDE, "commit a proxy session")
+            if refusal := not_a_person(actor, "commit a proxy session"):
+                raise refusal
         if saga.preview:
             raise InvalidTransition(
                 "PREVIEW_SAGA",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from typing import Any
 
 from django.conf import settings
@@ -24,11 +25,15 @@ from sagas.models import Node
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.selectors import held_call_node
-from sagas.selectors.proxy_sessions import held_call_class
+from sagas.selectors.proxy_sessions import held_call_class, held_call_definition
 
 DEFAULT_DECIDER = "local-operator"
-# Characters of the arguments shown when asking: the call as it will be sent, folded only when it is very long.
-SHOWN_ARGUMENT_CHARS = 2000
+# Arguments this short are shown on the call's line; longer ones one per line, each value clipped past
+# SHOWN_VALUE_CHARS (saying so), so that no argument is ever out of sight.
+INLINE_ARGUMENT_CHARS = 200
+SHOWN_VALUE_CHARS = 500
+# How long `approve` watches for the proxy holding the call to send it.
+FOLLOW_SECONDS = 5.0
 NOT_A_TERMINAL = (
     "semantic-saga {verb} decides a held call only at an interactive terminal: a person decides, not a program "
     "(an agent's shell has no terminal). Nothing was decided. Run it yourself in a terminal, or decide in the "
@@ -66,16 +71,56 @@ class DecisionCommand(BaseCommand):
             raise CommandError(f"{refused.code}: {refused.message}") from None
         done = "approved" if self.approved else "denied"
         self.stdout.write(f"{done} {node.id} ({node.action.removeprefix('proxy.')}) as {actor.principal_id}")
+        if self.approved:
+            self._followed(node)
 
     def _confirm(self, node: Node) -> None:
-        """Show what would be sent and ask for `yes`; anything else decides nothing."""
-        shown = json.dumps(node.input, ensure_ascii=False, sort_keys=True)
-        if len(shown) > SHOWN_ARGUMENT_CHARS:
-            shown = shown[:SHOWN_ARGUMENT_CHARS] + f"... ({len(shown)} characters)"
+        """Show what would be sent (every argument, each value whole up to a bound that is said), what changed in
+        the tool's definition if it did, and ask for `yes`; anything else decides nothing."""
         tool = node.action.removeprefix("proxy.")
-        self.stdout.write(f"held call {node.id}: {tool} (class {held_call_class(node)}) with {shown}")
-        self.stdout.write("Type yes to approve it (it is then sent as shown): ", ending="")
+        whole = json.dumps(node.input, ensure_ascii=False, sort_keys=True)
+        clipped = False
+        if len(whole) <= INLINE_ARGUMENT_CHARS:
+            self.stdout.write(f"held call {node.id}: {tool} (class {held_call_class(node)}) with {whole}")
+        else:
+            self.stdout.write(f"held call {node.id}: {tool} (class {held_call_class(node)}) with")
+            for key, value in sorted((node.input or {}).items()):
+                text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+                if len(text) > SHOWN_VALUE_CHARS:
+                    text, clipped = (
+                        f"{text[:SHOWN_VALUE_CHARS]}... [{len(text) - SHOWN_VALUE_CHARS} more characters]",
+                        True,
+                    )
+                self.stdout.write(f"  {key}: {text}")
+        for line in definition_lines(node):
+            self.stdout.write(line)
+        if clipped:
+            self.stdout.write("Some values are clipped above: `semantic-saga pending --json` shows them whole.")
+        how = "with these arguments" if clipped else "as shown"
+        self.stdout.write(f"Type yes to approve it (it is then sent {how}): ", ending="")
         self.stdout.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer != "yes":
             raise CommandError(f"Not approved (you typed {answer[:20]!r}, not yes). Nothing was decided.")
+
+    def _followed(self, node: Node) -> None:
+        """After an approval: whether the proxy holding the call sent it. One that does not within a few seconds may
+        have stopped; the call is then withdrawn once its lease lapses, and nothing runs."""
+        deadline = time.monotonic() + FOLLOW_SECONDS
+        while time.monotonic() < deadline:
+            if Node.objects.filter(pk=node.pk, step__isnull=False).exists():
+                return
+            time.sleep(0.2)
+        self.stdout.write(
+            f"The proxy holding it has not sent it yet ({FOLLOW_SECONDS:g}s). If that proxy has stopped, the call is "
+            "withdrawn once its lease lapses and nothing runs; `semantic-saga ledger` shows what became of it."
+        )
+
+
+def definition_lines(node: Node) -> list[str]:
+    """What the approver must know of the tool's definition: that it is not the pinned one, and what changed."""
+    facts = held_call_definition(node)
+    if not facts.get("definition_changed"):
+        return []
+    lines = ["Its tool's definition is NOT the one this deployment pinned; what changed:"]
+    return lines + [f"  {change}" for change in facts.get("definition_changes") or ("(not recorded)",)]

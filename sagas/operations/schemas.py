@@ -42,7 +42,7 @@ APPROVAL_CONTEXT = _obj(
         "reversibility": {"type": "string"},
         "compensation": NULLABLE_STR,
         "consequence": {"type": "string"},
-        "required_by": {"enum": ["contract", "policy", "caller"]},
+        "required_by": {"enum": ["contract", "policy", "caller", "proxy"]},
         "policy_rules": {"type": "array", "items": {"type": "string"}},
         "required_because": {"type": "string"},
         "input_digest": SHA256,

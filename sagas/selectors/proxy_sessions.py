@@ -72,6 +72,7 @@ class HeldCall:
     effect_class: str
     arguments: dict[str, Any]
     requested_at: datetime
+    definition_changed: bool = False  # the tool's definition is not the one the deployment pinned
 
 
 def held_calls_pending(*, actor: Principal) -> list[HeldCall]:
@@ -97,7 +98,15 @@ def _held(approval: Approval) -> HeldCall:
         effect_class=held_call_class(node),
         arguments=dict(node.input or {}),
         requested_at=approval.created_at,
+        definition_changed=bool(((approval.snapshot or {}).get("proxy") or {}).get("definition_changed")),
     )
+
+
+def held_call_definition(node: Node) -> dict[str, Any]:
+    """The `proxy` section of the snapshot a held call's approval binds (class, gate, definition_changed and its
+    changes); {} for a call held before approvals kept it."""
+    approval = node.approvals.order_by("-created_at").first()
+    return dict(((approval.snapshot if approval is not None else None) or {}).get("proxy") or {})
 
 
 def held_call_class(node: Node) -> str:

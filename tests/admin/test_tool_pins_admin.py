@@ -4,6 +4,7 @@ definition. Pins are recorded by registry.tool_pins as the proxy records them.""
 
 from __future__ import annotations
 
+import pytest
 from django.test import Client
 
 from audit.models import AuditEvent
@@ -25,6 +26,11 @@ def _changed_pin() -> ToolPin:
     return ToolPin.objects.get(server="files", tool="settings_store")
 
 
+@pytest.fixture(autouse=True)
+def _acme_runs_the_deployment(settings: object) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # type: ignore[attr-defined]
+
+
 def test_an_operator_reviews_a_changed_tool_and_accepts_it(olga: Client):
     pin = _changed_pin()
     listed = olga.get(PINS).content.decode()
@@ -37,6 +43,14 @@ def test_an_operator_reviews_a_changed_tool_and_accepts_it(olga: Client):
     pin.refresh_from_db()
     assert pin.status == "approved" and pin.accepted_by == "user:olga" and pin.pinned_definition == PULLED
     assert AuditEvent.objects.filter(event_type="TOOL_PIN_ACCEPTED", actor_principal_id="user:olga").exists()
+
+
+def test_an_operator_of_another_tenant_cannot_accept_a_pin_every_tenant_relies_on(login: Login):
+    pin = _changed_pin()
+    answer = login("eve", "evil", "admin").post(f"{PINS}{pin.pk}/review/")
+    assert any("every tenant" in message for message in messages_of(answer))
+    pin.refresh_from_db()
+    assert pin.status == "changed"
 
 
 def test_a_viewer_sees_the_difference_but_cannot_accept(vera: Client):

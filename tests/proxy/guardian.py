@@ -214,15 +214,21 @@ def poll(find: Callable[[], Any], what: str, seconds: float = WAIT_SECONDS) -> A
 
 
 def stateless_call(
-    url: str, token: str, tool: str, arguments: dict[str, Any], capabilities: dict[str, Any] | None = None
+    url: str,
+    token: str,
+    tool: str,
+    arguments: dict[str, Any],
+    capabilities: dict[str, Any] | None = None,
+    **retry: Any,
 ) -> dict[str, Any]:
-    """One 2026-07-28 tools/call as one POST (no session), written by hand; its JSON-RPC result."""
+    """One 2026-07-28 tools/call as one POST (no session), written by hand (`retry`: the inputResponses and
+    requestState of a call answered input_required); its JSON-RPC result."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": capabilities or {},
         "io.modelcontextprotocol/clientInfo": {"name": "hand-written", "version": "1"},
     }
-    params = {"name": tool, "arguments": arguments, "_meta": meta}
+    params = {"name": tool, "arguments": arguments, "_meta": meta, **retry}
     headers = {
         "Authorization": f"Bearer {token}",
         "Accept": "application/json, text/event-stream",

@@ -8,15 +8,24 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
+from governance.errors import ServiceError
+from governance.identity.authentication import anonymous_principal
+from governance.identity.principal import local_agent, local_principal
+from sagas import coordinator
 from sagas.models import Node
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from tests.conftest import make_principal
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import text
+from tests.proxy.facts import call_facts, session_facts
 from tests.proxy.guardian import ALICE, AVA, OLGA, Guarded, guarded_proxy, held_node, stateless_call
 from tests.proxy.terminal import ROOT, at_terminal
 
@@ -118,3 +127,74 @@ def _piped(*args: str) -> Any:
     env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "acme", "NO_COLOR": "1"}
     command = [str(Path(sys.executable).parent / "semantic-saga"), *args]
     return subprocess.run(command, env=env, cwd=ROOT, input="yes\n", capture_output=True, text=True, timeout=60)
+
+
+def _held_in_process() -> Node:
+    """A call the proxy holds, made by the local agent (as `semantic-saga proxy` makes it)."""
+    agent = local_agent("mcp-proxy-stdio", "acme")
+    session = coordinator.proxy_session_open(actor=agent, session=session_facts())
+    call = call_facts("purge_cache", effect_class="I", gate="confirm")
+    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments={"scope": "all"})
+    return Node.objects.get(pk=begun.node_id)
+
+
+def test_no_agent_surface_and_no_unauthenticated_caller_decides_a_held_call():
+    node = _held_in_process()
+    arguments = {"saga_id": str(node.saga_id), "node_id": str(node.id)}
+    # the local operator of `semantic-saga mcp`, an operator token over /mcp or A2A, and SAGA_AUTH_MODE=none's anonymous
+    # admin: each is refused, whatever its role
+    for decider in (
+        local_principal(protocol="stdio", tenant_id="acme"),
+        replace(make_principal("olga", "acme", "operator"), protocol="mcp"),
+        replace(make_principal("olga", "acme", "operator"), protocol="a2a"),
+        replace(anonymous_principal("rest"), tenant_id="acme"),
+    ):
+        with pytest.raises(ServiceError) as refused:
+            invoke(OPERATIONS["approve_saga_step"], decider, arguments)
+        assert refused.value.code == "DECIDED_BY_A_PERSON"
+        assert "a surface agents drive" in refused.value.message or "without signing in" in refused.value.message
+    assert Node.objects.get(pk=node.id).status == "WAITING_APPROVAL"
+    invoke(OPERATIONS["approve_saga_step"], make_principal("olga", "acme", "operator"), arguments)
+    assert Node.objects.get(pk=node.id).status == "READY"
+
+
+def test_committing_a_proxy_session_is_a_persons_decision_not_the_agents():
+    node = _held_in_process()
+    coordinator.proxied_call_withdraw(
+        actor=local_agent("mcp-proxy-stdio", "acme"),
+        saga_id=node.saga_id,
+        node_id=node.id,
+        why="cancelled",
+        call=call_facts("purge_cache", effect_class="I", gate="confirm"),
+        arguments={"scope": "all"},
+    )
+    for committer in (
+        make_principal("ava", "acme", "agent"),
+        replace(make_principal("olga", "acme", "operator"), protocol="mcp"),
+    ):
+        with pytest.raises(ServiceError):
+            invoke(OPERATIONS["commit_saga"], committer, {"saga_id": str(node.saga_id)})
+    assert (
+        invoke(OPERATIONS["commit_saga"], make_principal("olga", "acme", "operator"), {"saga_id": str(node.saga_id)})[
+            "status"
+        ]
+        == "COMMITTED"
+    )
+
+
+def test_the_approver_sees_every_argument_and_what_changed_in_the_definition():
+    agent = local_agent("mcp-proxy-stdio", "acme")
+    session = coordinator.proxy_session_open(actor=agent, session=session_facts())
+    changes = ('annotations: added ({"readOnlyHint": true})',)
+    call = call_facts(
+        "send_email", effect_class="C", gate="confirm", definition_changed=True, definition_changes=changes
+    )
+    arguments = {"body": "x" * 3000, "subject": "Hi", "to": "attacker@evil.example"}
+    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments=arguments)
+    shown = at_terminal("approve", begun.node_id, "--by", "olga", answer="no")
+    # a long body does not push the recipient out of sight, and the clipping is said
+    assert 'to: "attacker@evil.example"' in shown.stdout and "[2502 more characters]" in shown.stdout
+    assert "NOT the one this deployment pinned" in shown.stdout and "annotations: added" in shown.stdout
+    assert shown.returncode != 0 and Node.objects.get(pk=begun.node_id).status == "WAITING_APPROVAL"
+    pending = at_terminal("pending", answer="")
+    assert "send_email (definition changed)" in pending.stdout

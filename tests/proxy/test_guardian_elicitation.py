@@ -57,7 +57,7 @@ def test_the_person_at_the_client_approves_and_the_call_runs(transport: str, mod
     assert [call["tool"] for call in calls] == ["purge_cache"]
     # the form said what would run, where, its class and what undo could do
     assert len(person.forms) == 1 and '"purge_cache" on the MCP server "h"' in person.forms[0]
-    assert "Class I: irreversible" in person.forms[0] and '"scope": "all"' in person.forms[0]
+    assert "Class I: irreversible" in person.forms[0] and '  scope: "all"' in person.forms[0]
     approval = Node.objects.get().approvals.get()
     assert approval.status == "APPROVED" and approval.decided_by.startswith("client:")
     # 2025-11-25 asks on the held request's stream; 2026-07-28 answers input_required and the client comes back
@@ -95,3 +95,34 @@ def test_a_client_that_never_comes_back_with_its_answer_leaves_nothing_waiting(t
     node.refresh_from_db()
     assert node.status == "REJECTED" and node.step.status == "REFUSED"
     assert node.step.error["code"] == "CONFIRM_TIMEOUT" and node.approvals.get().status == "EXPIRED"
+
+
+def test_a_replayed_answer_never_sends_the_call_twice_and_says_what_happened(tmp_path: Path):
+    asks = {"elicitation": {"form": {}}}
+    with guarded_proxy("http", tmp_path, policy=ASK_THE_CLIENT) as guarded:
+        first = stateless_call(guarded.url, ALICE, "purge_cache", {"scope": "all"}, asks)
+        answer = {"approval": {"action": "accept", "content": {"approve": True}}}
+        retry = {"inputResponses": answer, "requestState": first["requestState"]}
+
+        async def replays() -> list[dict[str, Any]]:
+            results: list[dict[str, Any]] = []
+            async with anyio.create_task_group() as group:
+                for _ in range(4):  # the same retry, four times at once
+
+                    async def send() -> None:
+                        sent = await anyio.to_thread.run_sync(
+                            lambda: stateless_call(guarded.url, ALICE, "purge_cache", {"scope": "all"}, asks, **retry)
+                        )
+                        results.append(sent)
+
+                    group.start_soon(send)
+            return results
+
+        concurrent = anyio.run(replays)
+        later = stateless_call(guarded.url, ALICE, "purge_cache", {"scope": "all"}, asks, **retry)
+
+    assert [call["tool"] for call in guarded.calls()] == ["purge_cache"]  # sent once, whatever the replays
+    ran = [r for r in concurrent if not r.get("isError")]
+    assert len(ran) == 1 and '"ran": "purge_cache"' in ran[0]["content"][0]["text"]
+    for replayed in [*(r for r in concurrent if r.get("isError")), later]:
+        assert "already sent by an earlier request" in replayed["content"][0]["text"]

@@ -21,6 +21,11 @@ STATUS = {"name": "status", "description": "The status.", "inputSchema": {"type"
 OLGA = make_principal("olga", "acme", "operator")
 
 
+@pytest.fixture(autouse=True)
+def _acme_runs_the_deployment(settings: object) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # type: ignore[attr-defined]
+
+
 def test_a_server_seen_for_the_first_time_is_trusted_as_it_lists_itself():
     states = observe("files", {"purge": PURGE, "status": STATUS})
     assert {name: state.status for name, state in states.items()} == {"purge": "approved", "status": "approved"}
@@ -52,7 +57,8 @@ def test_a_redefined_tool_is_changed_and_a_new_one_pending_until_an_operator_acc
 def test_only_a_principal_that_may_decide_accepts_and_only_a_listed_tool():
     observe("files", {"purge": PURGE})
     observe("files", {"purge": {**PURGE, "description": "Changed."}})
-    for who in (make_principal("ava", "acme", "agent"), make_principal("vera", "acme", "viewer")):
+    eve = make_principal("eve", "evil", "admin")  # an admin, of another tenant: a pin applies to every tenant
+    for who in (make_principal("ava", "acme", "agent"), make_principal("vera", "acme", "viewer"), eve):
         with pytest.raises(Forbidden):
             accept(actor=who, server="files", tool="purge")
     with pytest.raises(PinNotFound):
@@ -66,3 +72,10 @@ def test_a_diff_is_bounded_and_says_where_each_difference_is():
     lines = definition_changes(before, after)
     assert lines[0] == 'inputSchema.properties.p0.type: "string" -> "integer"'
     assert len(lines) == 21 and lines[-1] == "... and 20 more difference(s)"
+
+
+def test_a_server_listing_thousands_of_tools_is_pinned_within_the_databases_limits():
+    many = {f"tool_{n}": {"name": f"tool_{n}", "inputSchema": {"type": "object"}} for n in range(3000)}
+    states = observe("crowded", many)
+    assert len(states) == 3000 and all(state.trusted for state in states.values())
+    assert ToolPin.objects.filter(server="crowded").count() == 3000

@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
@@ -37,20 +38,30 @@ class Command(BaseCommand):
                     "server": call.server,
                     "class": call.effect_class,
                     "arguments": call.arguments,
+                    "definition_changed": call.definition_changed,
                     "waited_seconds": round((now - call.requested_at).total_seconds(), 1),
                 }
                 self.stdout.write(json.dumps(row, sort_keys=True))
             return
         if not held:
-            self.stdout.write("No proxied call is waiting for a decision.")
+            tenant = settings.SAGA_DEFAULT_TENANT
+            self.stdout.write(
+                f"No proxied call of tenant {tenant} is waiting for a decision (this command acts in "
+                "SAGA_DEFAULT_TENANT; another tenant's held calls are in the console or REST for its operators)."
+            )
             return
         rows = [
-            [c.call_id, c.tool, c.server, c.effect_class, fold(c.arguments), waited(now - c.requested_at)] for c in held
+            [c.call_id, _tool(c), c.server, c.effect_class, fold(c.arguments), waited(now - c.requested_at)]
+            for c in held
         ]
         paint = Paint.for_stream(self.stdout)
         self.stdout.write(
             table(COLUMNS, rows, paint, lambda index, cell: CLASS_STYLES.get(cell) if index == 3 else None)
         )
+
+
+def _tool(call: Any) -> str:
+    return f"{call.tool} (definition changed)" if call.definition_changed else call.tool
 
 
 def fold(arguments: dict[str, Any]) -> str:

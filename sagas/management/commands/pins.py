@@ -35,7 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("verb", nargs="?", choices=["list", "diff", "accept"], default="list")
         parser.add_argument("target", nargs="?", default="", help="SERVER/TOOL, for diff and accept.")
         parser.add_argument("--server", default="", help="Only this server's tools.")
-        parser.add_argument("--status", default="", choices=["", "approved", "changed", "pending"])
+        parser.add_argument(
+            "--status", default="", choices=["approved", "changed", "pending"], help="Only tools in this state."
+        )
         parser.add_argument("--json", action="store_true", help="One JSON object per tool, one a line (NDJSON).")
         parser.add_argument("--by", default=DEFAULT_DECIDER, help="Who accepts (recorded as evidence).")
 

@@ -56,7 +56,5 @@ class Command(BaseCommand):
 
     @staticmethod
     async def _serve(proxy: Proxy) -> None:
-        for note in proxy.config.notes:
-            logger.warning("%s: %s", proxy.config.path, note)
         async with proxy.running(), stdio_server() as (read_stream, write_stream):
             await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())

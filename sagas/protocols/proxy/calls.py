@@ -127,8 +127,8 @@ class ForwardingCallPath:
         if not can(request.principal, EXECUTE):
             return refused_result(
                 request,
-                f"{request.principal.principal_id} may read but not act (calling a tool needs the operator or admin "
-                "role)",
+                f"{request.principal.principal_id} may read but not act (calling a tool needs the agent, operator or "
+                "admin role)",
             )
         annotations = request.definition.annotations
         if self.preview and not (annotations and annotations.read_only_hint):
@@ -153,8 +153,8 @@ def refuse_viewer_read(request: ProxiedRead[Any]) -> None:
             INVALID_REQUEST,
             f"{request.method} {request.target} did not run and was not sent: {request.principal.principal_id} may "
             "list but not act (every read through the proxy is recorded as a step of a session, which needs the "
-            "operator or admin role). Do not retry it; ask an administrator for the operator role, or carry on with "
-            "what you may do.",
+            "agent, operator or admin role). Do not retry it; ask an administrator for the agent role, or carry on "
+            "with what you may do.",
             data={PROXY_META_KEY: {"outcome": "refused", "server": request.server, "method": request.method}},
         )
 
@@ -185,7 +185,7 @@ def uncertain_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
 
 
 def too_large_result(request: ProxiedCall, oversized: ResultTooLarge) -> types.CallToolResult:
-    size = f"{oversized.size_bytes} bytes" if oversized.size_bytes is not None else "more"
+    size = f"{oversized.size_bytes} bytes" if oversized.size_bytes is not None else "an answer"
     text = (
         f"{request.exposed_name} answered with {size}, more than this proxy passes on to an agent "
         f"({oversized.limit_bytes} bytes, SAGA_PROXY_MAX_RESULT_BYTES), so its answer was not read. It ran: whatever "

@@ -225,6 +225,7 @@ def _build(document: dict[str, Any], path: Path, pack_paths: tuple[Path, ...], p
             f"ledger.path ({ledger['path']!r}) is ignored: every session is recorded in the Semantic Saga database "
             "as a saga with its audit chain. Remove the key to silence this note.",
         )
+    notes += _self_declared_clients(document.get("policy", {}).get("tools", []))
     return ProxyConfig(
         path=path,
         servers=tuple(_server(name, raw, path.parent) for name, raw in document["servers"].items()),
@@ -263,6 +264,23 @@ def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
         call_timeout_seconds=call_timeout,
         connect_timeout_seconds=connect_timeout,
     )
+
+
+def _self_declared_clients(rules: list[Mapping[str, Any]]) -> tuple[str, ...]:
+    """A gate rule that loosens anything for a `client` trusts a name the client gives itself (MCP clientInfo):
+    any client may claim it. Said once at start, so the operator can scope it otherwise."""
+    notes = []
+    for index, rule in enumerate(rules):
+        approver = rule.get("approver", "operators") if isinstance(rule, Mapping) else "operators"
+        if not isinstance(rule, Mapping) or not rule.get("client"):
+            continue
+        if rule.get("action") == "allow" or approver != "operators":
+            notes.append(
+                f"policy.tools[{index}] loosens the gate for client {rule['client']!r} (action {rule['action']}, "
+                f"approver {approver}), but a client names itself: any client may claim that name. Use `client` only "
+                "to tighten gates; to loosen one, scope the rule by tenant (or serve that client from its own proxy)."
+            )
+    return tuple(notes)
 
 
 def _class_rule(raw: Mapping[str, Any]) -> ClassRule:

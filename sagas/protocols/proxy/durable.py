@@ -91,7 +91,8 @@ class DurableCallPath:
         if not can(request.principal, EXECUTE):
             return refused_result(
                 request,
-                f"{request.principal.principal_id} may read but not act (calling a tool needs the operator role)",
+                f"{request.principal.principal_id} may read but not act (calling a tool needs the agent, operator or "
+                "admin role)",
             )
         if request.request_state is not None:  # 2026-07-28: back with the person's answer to a held call
             return await self._resumed(request)
@@ -101,11 +102,8 @@ class DurableCallPath:
                 return refused_result(request, "its server no longer offers it (it was just listed again)")
             request = fresh
             await self.trust.recheck(request.server, request.definition)
-            session = await self._session(request.principal, request.client)
             facts = self._facts(request)
-            begun = await self._op(
-                "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=request.arguments
-            )
+            begun = await self._begin(request, facts)
         except ServiceError as refused:
             return refused_result(request, refused.message.rstrip("."))
         if begun["outcome"] == "held" and (wanted := requested()) is not None:
@@ -114,6 +112,28 @@ class DurableCallPath:
             return input_required(request, facts, begun)
         return await self._after_begin(request, facts, begun)
 
+    async def _begin(self, request: ProxiedCall, facts: CallFacts) -> dict[str, Any]:
+        """proxy_call_begin in the client's session. A stateless client's session that an operator ended (committed
+        or rolled back) is not its session any more: the call opens a new one."""
+        session = await self._session(request.principal, request.client)
+        arguments = request.arguments
+        try:
+            return await self._op(
+                "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=arguments
+            )
+        except ServiceError as refused:
+            if refused.code != "PROXY_SESSION_NOT_ACTIVE" or not request.client.stateless:
+                raise
+        self._forget(session)
+        session = await self._session(request.principal, request.client)
+        return await self._op(
+            "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=arguments
+        )
+
+    def _forget(self, session: Session) -> None:
+        for key in [key for key, kept in self.sessions.items() if kept is session]:
+            del self.sessions[key]
+
     async def _after_begin(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
         if begun["outcome"] == "held":
             begun = await self._hold(request, facts, begun)
@@ -121,6 +141,8 @@ class DurableCallPath:
             return await self._forward(request, begun)
         if begun["outcome"] == "dry":
             return _dry_result(request, facts, begun)
+        if begun["outcome"] == "closed":
+            return _carried_out_elsewhere(request, begun)
         return _refusal(request, begun)
 
     async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
@@ -293,12 +315,18 @@ class DurableCallPath:
         try:
             while True:
                 decision = await self._op("proxy_call_decision", request.principal, **held)
+                if decision["decision"] == "closed":  # another request for the same held call carried it out
+                    return {**decision, "outcome": "closed"}
                 if decision["decision"] == "approved" and not await self.still_offered(request, facts):
                     return await self._withdraw(request, facts, held, "redefined")
                 if decision["decision"] == "approved":
-                    return await self._op(
-                        "proxy_call_release", request.principal, **held, call=facts, arguments=request.arguments
-                    )
+                    try:
+                        return await self._op(
+                            "proxy_call_release", request.principal, **held, call=facts, arguments=request.arguments
+                        )
+                    except ServiceError:  # released meanwhile by another request for it (a replayed retry)
+                        await anyio.sleep(HOLD_POLL_SECONDS)
+                        continue
                 waited = time.monotonic() - started
                 if decision["decision"] != "pending" or waited >= timeout:
                     why = "timeout" if decision["decision"] in ("pending", "expired") else "denied"
@@ -379,4 +407,20 @@ def _dry_result(request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -
     has_schema = request.definition.output_schema is not None
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=has_schema, _meta=_meta(request, begun, "dry")
+    )
+
+
+def _carried_out_elsewhere(request: ProxiedCall, decision: dict[str, Any]) -> types.CallToolResult:
+    """A request for a held call that an earlier request for it already carried out (a 2026-07-28 retry repeated):
+    what became of it, never a second send."""
+    if decision.get("step_status") == "REFUSED":
+        begun = {"code": decision.get("step_code", ""), "reason": decision.get("step_reason", "")}
+        return _refusal(request, begun)
+    text = (
+        f"{request.exposed_name} was already sent by an earlier request for the same held call (its step is "
+        f"{str(decision.get('step_status', '')).lower()}), and this request did not send it again. Do not call it "
+        "again; its answer went to that earlier request, and the session's ledger shows its outcome."
+    )
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], is_error=True, _meta=_meta(request, decision, "closed")
     )

@@ -34,7 +34,7 @@ from sagas.proxied_facts import CallFacts
 
 INPUT_KEY = "approval"
 _SALT = "semantic-saga.proxy.held-call"
-ARGUMENTS_SHOWN = 1500
+VALUE_SHOWN = 500
 MEANING = {
     "read": "it only reads; it changes nothing",
     "R": "reversible: an undo runs its declared inverse",
@@ -66,9 +66,6 @@ def can_ask(capabilities: types.ClientCapabilities | None) -> bool:
 
 def approval_form(request: ProxiedCall, facts: CallFacts) -> types.ElicitRequestFormParams:
     """The form the person at the client decides on: what would run, where, its class and what undo could do."""
-    arguments = json.dumps(request.arguments, ensure_ascii=False, sort_keys=True, indent=1)
-    if len(arguments) > ARGUMENTS_SHOWN:
-        arguments = arguments[:ARGUMENTS_SHOWN] + f"\n... ({len(arguments)} characters in all)"
     lines = [
         f'An AI agent asks to run "{request.exposed_name}" on the MCP server "{facts.server}".',
         f"Class {facts.effect_class}: {MEANING.get(facts.effect_class, MEANING['unknown'])}.",
@@ -77,7 +74,12 @@ def approval_form(request: ProxiedCall, facts: CallFacts) -> types.ElicitRequest
     if facts.definition_changed:
         lines.append("The tool's definition is not the one this deployment trusts:")
         lines += [f"  {change}" for change in facts.definition_changes]
-    lines += ["With these arguments:", arguments]
+    lines.append("With these arguments (every one, each value clipped past a bound that is said):")
+    for key, value in sorted(request.arguments.items()):
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+        if len(text) > VALUE_SHOWN:
+            text = f"{text[:VALUE_SHOWN]}... [{len(text) - VALUE_SHOWN} more characters]"
+        lines.append(f"  {key}: {text}")
     return types.ElicitRequestFormParams(message="\n".join(lines), requested_schema=SCHEMA)
 
 

@@ -7,6 +7,7 @@ Both ways of serving use this: `semantic-saga proxy` (stdio, the local operator)
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.server import ProxyServer, build_proxy_server
 from sagas.protocols.proxy.specs import ProxyConfig
 
+logger = logging.getLogger("sagas.protocols.proxy")
 CallPathFactory = Callable[[DownstreamManager, ProxyConfig], CallPath]
 
 
@@ -42,7 +44,10 @@ class Proxy:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Connected to the downstreams for the block; the call path is released when it ends."""
+        """Connected to the downstreams for the block; the call path is released when it ends. What the configuration
+        says that the operator should know (accepted but unused keys, rules to reconsider) is logged first."""
+        for note in self.config.notes:
+            logger.warning("%s: %s", self.config.path, note)
         tasks = getattr(self.call_path, "tasks", None)  # the durable path's MCP tasks run in the background
         try:
             async with self.downstreams.running(), tasks.running() if tasks else contextlib.nullcontext():
