@@ -9,9 +9,21 @@ from pydantic import BaseModel
 
 
 def minimal_arguments(model: type[BaseModel]) -> dict[str, Any]:
-    """Every required field with the plainest value of its type (text "x", an empty object)."""
-    arguments: dict[str, Any] = {}
-    for name, field in model.model_fields.items():
-        if field.is_required():
-            arguments[name] = {} if typing.get_origin(field.annotation) is dict else "x"
-    return arguments
+    """Every required field with the plainest value of its type (text "x", an empty object, false, the first of
+    its literals, a nested model's own minimal arguments)."""
+    return {name: _plainest(field.annotation) for name, field in model.model_fields.items() if field.is_required()}
+
+
+def _plainest(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return minimal_arguments(annotation)
+    if origin is typing.Literal:
+        return typing.get_args(annotation)[0]
+    if origin is dict or annotation is dict:
+        return {}
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        return 1
+    return "x"

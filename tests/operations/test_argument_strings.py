@@ -17,6 +17,7 @@ from sagas.models import Checkpoint, Node, Saga
 from sagas.operations.invoke import invoke
 from sagas.operations.proxied import CallBeginArgs, CallFinishArgs
 from sagas.operations.table import OPERATIONS
+from tests.proxy.facts import call_facts
 from tests.startup import refused_at_start_up
 
 LIMIT = 1024
@@ -81,10 +82,12 @@ def test_a_step_input_and_checkpoint_data_over_the_limit_write_nothing(operator:
 def test_the_proxys_operations_pass_long_downstream_arguments_and_answers_through():
     long = "x" * (LIMIT * 4)
 
-    begun = CallBeginArgs.model_validate({"saga_id": "s", "call": {}, "arguments": {"content": long}})
-    finished = CallFinishArgs.model_validate({"saga_id": "s", "step_id": "t", "outcome": {"result": {"text": long}}})
+    call = call_facts("write_file")
+    begun = CallBeginArgs.model_validate({"saga_id": "s", "call": call, "arguments": {"content": long}})
+    outcome = {"kind": "answered", "result": {"text": long}}
+    finished = CallFinishArgs.model_validate({"saga_id": "s", "step_id": "t", "outcome": outcome})
 
-    assert begun.arguments["content"] == long and finished.outcome["result"]["text"] == long
+    assert begun.arguments["content"] == long and finished.outcome.result == {"text": long}
 
 
 @pytest.mark.parametrize("value", ["1023", "67108865", "long"])
