@@ -198,3 +198,18 @@ def test_the_approver_sees_every_argument_and_what_changed_in_the_definition():
     assert shown.returncode != 0 and Node.objects.get(pk=begun.node_id).status == "WAITING_APPROVAL"
     pending = at_terminal("pending", answer="")
     assert "send_email (definition changed)" in pending.stdout
+
+
+def test_a_call_whose_rule_asks_only_the_client_is_not_decided_by_operators():
+    agent = local_agent("mcp-proxy-stdio", "acme")
+    session = coordinator.proxy_session_open(actor=agent, session=session_facts())
+    call = call_facts("purge_cache", effect_class="I", gate="confirm", approvers="client")
+    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments={})
+    arguments = {"saga_id": str(session.id), "node_id": begun.node_id}
+    with pytest.raises(ServiceError) as refused:
+        invoke(OPERATIONS["approve_saga_step"], make_principal("olga", "acme", "operator"), arguments)
+    assert refused.value.code == "DECIDED_AT_CLIENT"
+    # the person at the client decides it (what the proxy records from the elicitation's answer)
+    coordinator.proxied_call_client_decide(actor=agent, saga_id=session.id, node_id=begun.node_id, approved=True)
+    approval = Node.objects.get(pk=begun.node_id).approvals.get()
+    assert approval.status == "APPROVED" and approval.decided_by == "client:local-agent"
