@@ -74,7 +74,7 @@ class PinNotFound(ServiceError):
 def observe(server: str, listed: Mapping[str, Mapping[str, Any]]) -> dict[str, PinState]:
     """Record what `server` lists now (tool name -> tool_definition) and answer each tool's state."""
     hashes = {name: definition_hash(definition) for name, definition in listed.items()}
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         known = {pin.tool: pin for pin in ToolPin.objects.filter(server=server)}
         first_use = not known
         drafts = _new_pins(server, listed, hashes, known, first_use)
@@ -169,7 +169,7 @@ def accept(*, actor: Principal, server: str, tool: str) -> ToolPin:
             "in the console or with `semantic-saga pins accept` at a terminal. Nothing was changed.",
             operation="accept a tool definition",
         )
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         pin = ToolPin.objects.filter(server=server, tool=tool).first()
         if pin is None:
             raise PinNotFound(
