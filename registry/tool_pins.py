@@ -169,20 +169,34 @@ def accept(*, actor: Principal, server: str, tool: str) -> ToolPin:
             "in the console or with `semantic-saga pins accept` at a terminal. Nothing was changed.",
             operation="accept a tool definition",
         )
+    pin = ToolPin.objects.filter(server=server, tool=tool).first()
+    if pin is None:
+        raise PinNotFound(
+            message=f"No tool {tool[:64]!r} of server {server[:64]!r} has been listed by the proxy. "
+            "`semantic-saga pins` lists the tools it knows."
+        )
+    if pin.status == ToolPinStatus.APPROVED:
+        return pin
     with transaction.atomic(savepoint=False):
-        pin = ToolPin.objects.filter(server=server, tool=tool).first()
-        if pin is None:
-            raise PinNotFound(
-                message=f"No tool {tool[:64]!r} of server {server[:64]!r} has been listed by the proxy. "
-                "`semantic-saga pins` lists the tools it knows."
-            )
-        if pin.status == ToolPinStatus.APPROVED:
-            return pin
-        pin.pinned_definition, pin.pinned_hash = pin.seen_definition, pin.seen_hash
-        pin.status, pin.accepted_at, pin.accepted_by = ToolPinStatus.APPROVED, timezone.now(), actor.principal_id
-        pin.save()
-        who = control_plane.Actor(actor.principal_id, actor.principal_type)
-        control_plane.record_changes(control_plane.SYSTEM_TENANT, [_evidence(EventType.TOOL_PIN_ACCEPTED, pin, who)])
+        # Exactly what the person reviewed: a definition the server listed since is not accepted with it.
+        accepted = ToolPin.objects.filter(pk=pin.pk, seen_hash=pin.seen_hash).update(
+            pinned_definition=pin.seen_definition,
+            pinned_hash=pin.seen_hash,
+            status=ToolPinStatus.APPROVED,
+            accepted_at=timezone.now(),
+            accepted_by=actor.principal_id,
+        )
+        if accepted:
+            pin.refresh_from_db()
+            who = control_plane.Actor(actor.principal_id, actor.principal_type)
+            evidence = [_evidence(EventType.TOOL_PIN_ACCEPTED, pin, who)]
+            control_plane.record_changes(control_plane.SYSTEM_TENANT, evidence)
+    if not accepted:
+        raise PinNotFound(
+            "TOOL_DEFINITION_MOVED",
+            f"{server}/{tool[:64]} was listed with yet another definition while it was reviewed; nothing was accepted. "
+            "Review it again (`semantic-saga pins diff`).",
+        )
     return pin
 
 
