@@ -12,6 +12,8 @@ SERVER_BLOCK = {"transport": "streamable_http", "url": "http://127.0.0.1:9/mcp"}
 
 
 def call_facts(tool: str, *, effect_class: str = "read", gate: str = "allow", **more: Any) -> CallFacts:
+    """A call's facts. A held one waits as a task would (`held_as="task"`): no process of the test keeps a lease
+    on it."""
     definition = more.pop("definition", {"name": tool, "inputSchema": {"type": "object"}})
     digest = hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
     fields: dict[str, Any] = {
@@ -28,6 +30,7 @@ def call_facts(tool: str, *, effect_class: str = "read", gate: str = "allow", **
         "gate": gate,
         "gate_source": "default",
         "gate_reason": "",
+        "held_as": "task",
         **more,
     }
     return CallFacts(**fields)
