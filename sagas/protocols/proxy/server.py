@@ -1,11 +1,11 @@
 """The proxy's MCP server: the SDK's low-level Server (as sagas.protocols.mcp), answering for every downstream.
 
 initialize and discovery are answered here: tools (with listChanged), and prompts and resources when a downstream
-offers them; the instructions are the downstreams', each block labelled with its server. tools/list is the
-paginated catalog; tools/call becomes a ProxiedCall for the CallPath, prompts/get and resources/read a ProxiedRead
-(journaled on the durable path, then forwarded to their downstream). A change in the catalog is passed on:
-`notifications/*/list_changed` to every 2025-11-25 client connection, and to 2026-07-28 clients through their
-subscriptions/listen streams.
+offers them; the instructions are the downstreams', each block labelled with its server (in preview, after a
+notice that nothing reaches the world: PREVIEW_NOTICE). tools/list is the paginated catalog; tools/call becomes a
+ProxiedCall for the CallPath, prompts/get and resources/read a ProxiedRead (journaled on the durable path, then
+forwarded to their downstream). A change in the catalog is passed on: `notifications/*/list_changed` to every
+2025-11-25 client connection, and to 2026-07-28 clients through their subscriptions/listen streams.
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ _LIST_CHANGED: dict[str, tuple[str, ServerEvent]] = {
     "prompts": ("notifications/prompts/list_changed", PromptsListChanged()),
     "resources": ("notifications/resources/list_changed", ResourcesListChanged()),
 }
+# What the agent is told at the start of a preview session (MCP `instructions`), before any call.
+PREVIEW_NOTICE = (
+    "PREVIEW SESSION (a dry run): nothing you do in this session reaches the real world. Tools that only read are "
+    "called and answered as usual; every other call is recorded but NOT executed, and its answer says so, with what "
+    "would have happened outside preview. Keep planning as if those calls had worked, do not rely on their results, "
+    "and do not try to make them run another way."
+)
 
 
 def _connection_of(session: ServerSession) -> Connection:
@@ -312,15 +319,24 @@ def build_proxy_server(
         server.tasks_served = True
 
     async def pass_on(kinds: frozenset[str]) -> None:
-        server.instructions = downstreams.catalog.instructions
+        server.instructions = session_instructions(downstreams)
         for kind in sorted(kinds & _LIST_CHANGED.keys()):
             method, event = _LIST_CHANGED[kind]
             await clients.notify_all(method)
             await bus.publish(event)
 
     downstreams.subscribe(pass_on)
-    server.instructions = downstreams.catalog.instructions
+    server.instructions = session_instructions(downstreams)
     return server
+
+
+def session_instructions(downstreams: DownstreamManager) -> str | None:
+    """The instructions of `initialize`: in preview, first that nothing reaches the world (each dry call's answer
+    says so again), then the downstreams' own."""
+    own = downstreams.catalog.instructions
+    if not downstreams.config.preview:
+        return own
+    return PREVIEW_NOTICE + (f"\n\n{own}" if own else "")
 
 
 def _offered(tool: types.Tool, as_task: bool) -> types.Tool:
