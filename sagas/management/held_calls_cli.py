@@ -22,8 +22,6 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from governance.errors import ServiceError
 from governance.identity.principal import Principal, local_principal
 from sagas.models import Node
-from sagas.operations.invoke import invoke
-from sagas.operations.table import OPERATIONS
 from sagas.selectors import held_call_node
 from sagas.selectors.proxy_sessions import held_call_class, held_call_definition
 
@@ -52,7 +50,11 @@ class DecisionCommand(BaseCommand):
     approved = True
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("call_id", help="The held call's id (the first column of `semantic-saga pending`).")
+        parser.add_argument(
+            "call_id",
+            help="The held call's id as `semantic-saga pending` shows it (its last 8 characters), a unique prefix of "
+            "it, or the whole id.",
+        )
         parser.add_argument("--by", default=DEFAULT_DECIDER, help="Who decides (recorded with the decision).")
         parser.add_argument("--reason", default=None, help="Why (kept with the decision, never audited).")
 
@@ -66,6 +68,10 @@ class DecisionCommand(BaseCommand):
             if self.approved:
                 self._confirm(node)
             arguments = {"saga_id": str(node.saga_id), "node_id": str(node.id), "approved": self.approved}
+            # The operation table loads the coordinator: imported by a decision, not by `pending` reading this module.
+            from sagas.operations.invoke import invoke
+            from sagas.operations.table import OPERATIONS
+
             invoke(OPERATIONS["approve_saga_step"], actor, {**arguments, "reason": options["reason"]})
         except ServiceError as refused:
             raise CommandError(f"{refused.code}: {refused.message}") from None

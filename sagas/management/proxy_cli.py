@@ -1,6 +1,7 @@
-"""What the proxy's terminal commands (ledger, status, checkpoint, undo) share: who is asking (the local operator
-of SAGA_DEFAULT_TENANT, as `semantic-saga proxy` itself acts), which session a SESSION argument names, the common
-`--session` and `--json` options, and a refusal shown as one line instead of a traceback."""
+"""What the proxy's terminal commands (ledger, status, checkpoint, undo, verify, preview-report) share: who is
+asking (the local operator of SAGA_DEFAULT_TENANT, as `semantic-saga proxy` itself acts), which session a SESSION
+argument names (an id, a short id or `last`: sagas.selectors.proxy_ledger.proxy_session), the common `--session` and
+`--json` options, and a refusal shown as one line instead of a traceback."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from governance.identity.principal import Principal, local_principal
 from sagas.models import Saga
 from sagas.selectors.proxy_ledger import LAST, proxy_session
 
-SESSION_HELP = "The proxy session: its saga id, or `last` (the newest; the default)."
+SESSION_HELP = (
+    "The proxy session: its saga id, a unique prefix or last characters of it (8 are shown), or `last` (the "
+    "newest; the default)."
+)
 
 
 def operator() -> Principal:

@@ -5,7 +5,7 @@ a `proxy` section (sagas.coordinator._proxy_contract); nothing here is stored tw
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,16 +19,36 @@ from sagas.errors import NotFound
 from sagas.models import Checkpoint, Node, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
-from sagas.states import NodeStatus, SagaKind
+from sagas.selectors.short_ids import is_short_ref, resolve
+from sagas.states import NodeStatus, SagaKind, StepStatus
 
 LAST = "last"
 # A held call not yet journaled, by its node's status: waiting for a decision, or approved and about to be sent.
 HELD_STATUSES: dict[str, str] = {NodeStatus.WAITING_APPROVAL: "held", NodeStatus.READY: "approved"}
+# The audit events that record a proxied call's outcome: the link of the session's chain a ledger row names.
+OUTCOME_EVENTS = frozenset({E.STEP_COMPLETED, E.STEP_FAILED, E.STEP_DRY, E.STEP_REFUSED, E.STEP_RECOVERED})
+# A step's undo status from its state; otherwise what an undo listed for it (UNDO_LISTED), otherwise "none".
+UNDO_STATUSES: dict[str, str] = {
+    StepStatus.COMPENSATED: "undone",
+    StepStatus.COMPENSATING: "undoing",
+    StepStatus.COMPENSATION_FAILED: "failed",
+}
+
+
+@dataclass(frozen=True)
+class Link:
+    """The link of the session's audit chain that recorded a call (`semantic-saga verify` walks them all)."""
+
+    sequence: int
+    previous_hash: str  # "" for the first link of a chain
+    event_hash: str
+    recorded_at: str  # the event's canonical timestamp (UTC, ISO 8601)
 
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """One proxied call as `semantic-saga ledger` shows it (and, whole, as its --json line)."""
+    """One proxied call as `semantic-saga ledger` shows it (and, whole, as its --json line: docs/proxy.md, "The
+    ledger from a terminal", names each key and the Sagaz field it stands for)."""
 
     seq: int  # the step's journal sequence; 0 for a held call not yet journaled (it has no step yet)
     tool: str
@@ -46,30 +66,75 @@ class LedgerRow:
     created_at: datetime
     undo: str = ""  # what an undo left for a person: needs_decision (C) or no_way_back (I, unknown); "" otherwise
     definition_changed: bool = False  # the tool's definition differed from its pin when the call was made
+    class_source: str = ""  # what decided the class: rule, pack, annotation, heuristic, ...
+    class_reason: str = ""
+    gate_reason: str = ""
+    arguments: Any = None  # the call's arguments as the agent sent them
+    pre_state: Any = None  # what the capture read found before the call (R calls a pack captures for)
+    result: Any = None  # the result as stored (a prefix when truncated); None when nothing was answered
+    result_truncated: bool = False  # the answer passed ledger.maxResultBytes: `result` keeps only a prefix
+    link: Link | None = None  # the audit link that recorded it (for a call still running or held: its newest)
+    extra: dict[str, Any] = field(default_factory=dict)  # more keys for the --json line, added by other readers
+
+    @property
+    def undo_status(self) -> str:
+        """none | undone | undoing | failed | needs_decision | no_way_back."""
+        return UNDO_STATUSES.get(self.status.upper(), self.undo or "none")
 
     def as_json(self) -> dict[str, Any]:
+        """The --json line: Sagaz's keys where they mean the same (seq, tool, server, class, class_source,
+        class_reason, status, id, ts_start, ts_end, undo_status, prev_hash, hash), ours beside them."""
+        return {**self._call(), **self._outcome(), **self._chain(), **self.extra}
+
+    def _call(self) -> dict[str, Any]:
         return {
             "seq": self.seq,
+            "id": self.id,
             "tool": self.tool,
             "server": self.server,
+            "arguments": self.arguments,
+            "pre_state": self.pre_state,
             "class": self.effect_class,
-            "status": self.status,
-            "duration_ms": self.duration_ms,
-            "result_bytes": self.result_bytes,
-            "id": self.id,
+            "class_source": self.class_source,
+            "class_reason": self.class_reason,
             "gate": self.gate,
-            "uncertain": self.uncertain,
-            "error_code": self.error_code,
-            "created_at": self.created_at.isoformat(),
-            "undo": self.undo,
+            "gate_reason": self.gate_reason,
             "definition_changed": self.definition_changed,
         }
 
+    def _outcome(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "uncertain": self.uncertain,
+            "error_code": self.error_code,
+            "result": self.result,
+            "result_truncated": self.result_truncated,
+            "result_bytes": self.result_bytes,
+            "duration_ms": self.duration_ms,
+            "created_at": self.created_at.isoformat(),
+            "ts_start": self.created_at.isoformat(),
+            "ts_end": self.link.recorded_at if self.link and self.status not in HELD_ROW_STATUSES else None,
+            "undo": self.undo,
+            "undo_status": self.undo_status,
+        }
+
+    def _chain(self) -> dict[str, Any]:
+        link = self.link
+        return {
+            "audit_seq": link.sequence if link else None,
+            "prev_hash": link.previous_hash if link else "",
+            "hash": link.event_hash if link else "",
+        }
+
+
+HELD_ROW_STATUSES = frozenset(HELD_STATUSES.values()) | {"executing"}
+
 
 def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
-    """The session `ref` names: a saga id, or `last` (the tenant's newest proxy session). NotFound otherwise."""
+    """The session `ref` names: a saga id, a unique prefix or suffix of one (sagas.selectors.short_ids), or `last`
+    (the tenant's newest proxy session). NotFound otherwise; InvalidInput for a short id naming several."""
     authorize(actor, READ, "get")
-    if ref == LAST:
+    if ref.strip().lower() == LAST:
         saga = proxy_sessions(actor).first()
         if saga is None:
             raise NotFound(
@@ -78,6 +143,13 @@ def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
                 "(or /proxy/mcp) and make a call; each client session is recorded as a saga.",
             )
         return saga
+    if is_short_ref(ref):
+        missing = NotFound(
+            "PROXY_SESSION_NOT_FOUND",
+            f"No proxy session of your tenant has an id starting or ending with {ref!r}. `semantic-saga status` "
+            "lists the sessions: name one by its id, a unique part of its start or end, or `last`.",
+        )
+        return resolve(proxy_sessions(actor), ref, noun="proxy session", missing=missing)
     saga = tenant_saga(actor, ref)
     if not saga.is_proxy_session:
         raise NotFound(
@@ -100,9 +172,11 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     status's."""
     authorize(actor, READ, "get")
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
-    listed = _undo_listed(saga)
-    rows = [replace(ledger_row(step), undo=listed.get(str(step.id), "")) for step in steps]
-    rows += [held_row(node) for node in _held_nodes(saga)]
+    listed, links = _undo_listed(saga), call_links(saga)
+    rows = [
+        replace(ledger_row(step), undo=listed.get(str(step.id), ""), link=links.get(str(step.id))) for step in steps
+    ]
+    rows += [replace(held_row(node), link=links.get(str(node.id))) for node in _held_nodes(saga)]
     return [row for row in rows if (not tool or row.tool == tool) and (not status or row.status == status.lower())]
 
 
@@ -130,6 +204,10 @@ def held_row(node: Node) -> LedgerRow:
         error_code="",
         created_at=node.planned_at,
         definition_changed=bool(proxy.get("definition_changed")),
+        class_source=str(proxy.get("class_source", "")),
+        class_reason=str(proxy.get("class_reason", "")),
+        gate_reason=str(proxy.get("gate_reason", "")),
+        arguments=node.input,
     )
 
 
@@ -137,6 +215,28 @@ def _undo_listed(saga: Saga) -> dict[str, str]:
     """step id -> the verdict of the UNDO_LISTED event an undo of the session recorded for it."""
     events = AuditEvent.objects.filter(saga_id=saga.id, event_type=E.UNDO_LISTED).values_list("step_id", "data")
     return {step_id: str(data.get("verdict", "")) for step_id, data in events if isinstance(data, dict)}
+
+
+def call_links(saga: Saga) -> dict[str, Link]:
+    """step or held node id -> the link of the session's audit chain that recorded the call's outcome (its first
+    outcome event); for a call still running, or held, its newest link so far."""
+    events = (
+        AuditEvent.objects.filter(saga_id=saga.id)
+        .exclude(step_id="", node_id="")
+        .order_by("sequence")
+        .values_list("step_id", "node_id", "event_type", "sequence", "previous_hash", "event_hash", "created_at_text")
+    )
+    links: dict[str, Link] = {}
+    closed: set[str] = set()
+    for step_id, node_id, event_type, sequence, previous, own, at in events:
+        link = Link(sequence, previous or "", own, at)
+        if step_id and step_id not in closed:
+            links[step_id] = link
+            if event_type in OUTCOME_EVENTS:
+                closed.add(step_id)
+        if node_id and not step_id:
+            links[node_id] = link
+    return links
 
 
 def ledger_row(step: Step) -> LedgerRow:
@@ -159,6 +259,13 @@ def ledger_row(step: Step) -> LedgerRow:
         error_code=str(error.get("code", "")),
         created_at=step.created_at,
         definition_changed=bool(proxy.get("definition_changed")),
+        class_source=str(proxy.get("class_source", "")),
+        class_reason=str(proxy.get("class_reason", "")),
+        gate_reason=str(proxy.get("gate_reason", "")),
+        arguments=step.input,
+        pre_state=result.get("pre_state"),
+        result=result.get("result"),
+        result_truncated=bool(result.get("truncated") or error.get("truncated")),
     )
 
 

@@ -19,6 +19,7 @@ from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga
 from sagas.selectors.approvals import pending_approvals
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
+from sagas.selectors.short_ids import resolve
 from sagas.states import ApprovalStatus, NodeStatus, SagaKind
 
 PROXY_ACTION_PREFIX = "proxy."
@@ -120,14 +121,18 @@ def held_call_class(node: Node) -> str:
 
 
 def held_call_node(*, actor: Principal, call_id: object) -> Node:
-    """A held call of the actor's tenant by its id (another tenant's is reported missing)."""
+    """A held call of the actor's tenant by its id, a unique prefix of it or its last characters (as `pending` shows
+    them: sagas.selectors.short_ids); another tenant's is reported missing. InvalidInput for a short id naming
+    several held calls."""
     authorize(actor, READ, "get")
-    parsed = parse_uuid(call_id)
-    held = Node.objects.filter(key__startswith=HELD_KEY_PREFIX, saga__tenant_id=actor.tenant_id)
-    node = held.filter(pk=parsed).select_related("saga").first() if parsed else None
-    if node is None:
-        raise NotFound(
-            "HELD_CALL_NOT_FOUND",
-            f"No held call {call_id} in your tenant. `semantic-saga pending` lists the calls waiting for a decision.",
-        )
-    return node
+    missing = NotFound(
+        "HELD_CALL_NOT_FOUND",
+        f"No held call {call_id} in your tenant. `semantic-saga pending` lists the calls waiting for a decision.",
+    )
+    rows = held_calls_of_tenant(actor).select_related("saga")
+    return resolve(rows, str(call_id), noun="held call", missing=missing)
+
+
+def held_calls_of_tenant(actor: Principal) -> QuerySet[Node]:
+    """Every held call of the actor's tenant, decided or not: the rows a short id is resolved among."""
+    return Node.objects.filter(key__startswith=HELD_KEY_PREFIX, saga__tenant_id=actor.tenant_id)

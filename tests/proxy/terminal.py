@@ -16,10 +16,14 @@ BIN = Path(sys.executable).parent
 WAIT_SECONDS = 60
 
 
-def at_terminal(*args: str, answer: str = "yes", tenant: str = "acme") -> subprocess.CompletedProcess[str]:
+def at_terminal(
+    *args: str, answer: str = "yes", tenant: str = "acme", colour: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run `semantic-saga ARGS` on a pseudo-terminal, typing `answer` and Enter; its output is stdout (a terminal
-    has one stream: what was typed is echoed there too)."""
+    has one stream: what was typed is echoed there too). NO_COLOR is set unless `colour`."""
     env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": tenant, "NO_COLOR": "1"}
+    if colour:
+        env.pop("NO_COLOR")
     primary, secondary = pty.openpty()
     try:
         proc = subprocess.Popen(

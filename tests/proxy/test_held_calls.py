@@ -102,7 +102,7 @@ def test_pending_lists_the_held_call_and_approve_releases_it(tmp_path: Path, dem
 
     line = next(line for line in seen["pending"].stdout.splitlines() if "transfer_funds" in line)
     node = Node.objects.get(key__startswith="proxy-call-")
-    assert line.startswith(str(node.id)) and "demo" in line and " I " in line and '"amount":3' in line
+    assert line.startswith(str(node.id)[-8:]) and "demo" in line and " I " in line and '"amount":3' in line
     assert seen["approve"].returncode == 0, seen["approve"].stderr
     assert not answer.is_error and "transfer_id" in answer.structured_content  # exactly the downstream's answer
     assert sent == ["transfer_funds"]

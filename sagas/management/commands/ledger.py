@@ -1,5 +1,7 @@
 """`semantic-saga ledger [--session ID|last] [--tool T] [--status S] [--json]`: every proxied call of a session,
-one a line (seq, tool, server, class, status, duration, result size, id), or one JSON object a line (NDJSON)."""
+one a line (seq, tool, server, class, status, duration, result size, id), or one JSON object a line (NDJSON) with
+Sagaz's fields and ours (sagas.selectors.proxy_ledger.LedgerRow.as_json; docs/proxy.md names them). A session is
+named by its id, a unique prefix or its last characters, or `last`."""
 
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class Command(BaseCommand):
             rows = ledger_rows(actor=actor, saga=saga, tool=options["tool"], status=options["status"])
         if options["json"]:
             for row in rows:
-                self.stdout.write(json.dumps({"session": str(saga.id), **row.as_json()}, sort_keys=True))
+                line = {"session": str(saga.id), "session_id": str(saga.id), **row.as_json()}
+                self.stdout.write(json.dumps(line, sort_keys=True))
             return
         paint = Paint.for_stream(self.stdout)
         started = saga.created_at.strftime("%Y-%m-%d %H:%M:%SZ")

@@ -1,5 +1,6 @@
-"""`semantic-saga pending`: the proxied calls held for an operator's decision, one a line: its id first, then the
-tool, server, class, the arguments folded, and how long it has waited."""
+"""`semantic-saga pending`: the proxied calls held for an operator's decision, one a line: its short id first (the
+id's last 8 characters, as Sagaz shows them; `approve` and `deny` take it, a unique prefix or the whole id), then the
+tool, server, class, the arguments folded, and how long it has waited. `--json` keeps the whole id."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from django.utils import timezone
 from sagas.management.held_calls_cli import deciding_operator
 from sagas.management.terminal import CLASS_STYLES, Paint, table
 from sagas.selectors import held_calls_pending
+from sagas.selectors.proxy_sessions import held_calls_of_tenant
+from sagas.selectors.short_ids import shortest_unique
 
 COLUMNS = [("id", "<"), ("tool", "<"), ("server", "<"), ("class", "<"), ("arguments", "<"), ("waited", ">")]
 # Characters of the arguments shown on one line; the whole call is one `semantic-saga ledger` away.
@@ -27,12 +30,14 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="One JSON object per held call, one a line (NDJSON).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        held = held_calls_pending(actor=deciding_operator())
+        actor = deciding_operator()
+        held = held_calls_pending(actor=actor)
         now = timezone.now()
         if options["json"]:
             for call in held:
                 row = {
                     "id": call.call_id,
+                    "short_id": shortest_unique(held_calls_of_tenant(actor), call.call_id),
                     "session": call.saga_id,
                     "tool": call.tool,
                     "server": call.server,
@@ -50,14 +55,23 @@ class Command(BaseCommand):
                 "SAGA_DEFAULT_TENANT; another tenant's held calls are in the console or REST for its operators)."
             )
             return
+        every = held_calls_of_tenant(actor)
         rows = [
-            [c.call_id, _tool(c), c.server, c.effect_class, fold(c.arguments), waited(now - c.requested_at)]
+            [
+                shortest_unique(every, c.call_id),
+                _tool(c),
+                c.server,
+                c.effect_class,
+                fold(c.arguments),
+                waited(now - c.requested_at),
+            ]
             for c in held
         ]
         paint = Paint.for_stream(self.stdout)
         self.stdout.write(
             table(COLUMNS, rows, paint, lambda index, cell: CLASS_STYLES.get(cell) if index == 3 else None)
         )
+        self.stdout.write(f"{len(held)} call(s) held: semantic-saga approve ID | semantic-saga deny ID")
 
 
 def _tool(call: Any) -> str:
