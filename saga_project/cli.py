@@ -10,6 +10,8 @@ import os
 import sys
 from collections.abc import Callable
 
+from saga_project import verbs
+
 
 def main(argv: list[str] | None = None) -> None:
     arguments = sys.argv[1:] if argv is None else argv
@@ -18,7 +20,7 @@ def main(argv: list[str] | None = None) -> None:
 
     exit_on_misconfiguration(
         "semantic-saga",
-        lambda: execute_from_command_line(["semantic-saga", *arguments]),
+        lambda: verbs.run(execute_from_command_line, arguments),  # aliases, a closed pipe: saga_project.verbs
         traceback="--traceback" in arguments,
     )
 

@@ -1,5 +1,7 @@
-"""`semantic-saga preview_report SAGA_ID`: what a preview saga would have done to the world (a proxy session run
-dry: by Sagaz class with the would-have gates, sagas.management.proxy_preview_output)."""
+"""`semantic-saga preview_report [ID|last]` (also `preview-report`, and `--session ID` as Sagaz spells it): what a
+preview saga would have done to the world (a proxy session run dry: by Sagaz class with the would-have gates,
+sagas.management.proxy_preview_output). Without an id: `last`, the newest proxy session. A whole saga id names any
+preview saga; `last` and a short id name a proxy session of SAGA_DEFAULT_TENANT."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from governance.errors import ServiceError
 from governance.identity.principal import system_principal
+from sagas.management.proxy_cli import operator, session
 from sagas.management.proxy_preview_output import proxy_report_lines
 from sagas.management.terminal import Paint
 from sagas.models import Saga
 from sagas.selectors import preview_report
+from sagas.selectors.proxy_ledger import LAST
 
 
 class Command(BaseCommand):
@@ -24,17 +28,23 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("saga_id", help="The preview saga's id (begin_saga with preview=true).")
+        parser.add_argument(
+            "saga_id",
+            nargs="?",
+            default=None,
+            metavar="ID",
+            help="The preview saga's id (begin_saga with preview=true), or a proxy session's short id, or `last` (the "
+            "newest proxy session; the default).",
+        )
+        parser.add_argument("--session", default=None, help="The same as ID (Sagaz's spelling).")
         parser.add_argument("--json", action="store_true", help="Print the report as one JSON document.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        saga_pk = _uuid_or_none(options["saga_id"])
-        tenant = Saga.objects.filter(pk=saga_pk).values_list("tenant_id", flat=True).first() if saga_pk else None
-        if tenant is None:
-            raise CommandError(f"No saga {options['saga_id']!r}. list_sagas (or the console) shows saga ids.")
+        ref = options["session"] or options["saga_id"] or LAST
+        saga_id, tenant = _whole_id(ref) if _uuid_or_none(ref) else _proxy_session(ref)
         try:
             # An operator at the shell reads as the coordinator of the saga's own tenant.
-            report = preview_report(actor=system_principal(tenant), saga_id=options["saga_id"])
+            report = preview_report(actor=system_principal(tenant), saga_id=saga_id)
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
         if options["json"]:
@@ -68,6 +78,26 @@ class Command(BaseCommand):
         self.stdout.write(f"\nbudget impact: {budget['steps']} step(s), {budget['risk_units']} risk unit(s)")
         audit = report["audit"]
         self.stdout.write(f"audit chain: {'valid' if audit['valid'] else 'BROKEN'} ({audit['events_checked']} events)")
+
+
+def _whole_id(ref: str) -> tuple[str, str]:
+    """A whole saga id: any preview saga, read in its own tenant."""
+    tenant = Saga.objects.filter(pk=_uuid_or_none(ref) or "").values_list("tenant_id", flat=True).first()
+    if tenant is None:
+        raise CommandError(f"No saga {ref!r}. list_sagas (or the console) shows saga ids.")
+    return ref, tenant
+
+
+def _proxy_session(ref: str) -> tuple[str, str]:
+    """`last` or a short id: a proxy session of the local operator's tenant, which must have run in preview."""
+    saga = session(operator(), ref)
+    if not saga.preview:
+        which = "The newest proxy session" if ref.strip().lower() == LAST else f"Proxy session {ref!r}"
+        raise CommandError(
+            f"{which} ({saga.id}) did not run in preview: its calls really ran (`semantic-saga ledger --session "
+            f"{saga.id}` shows them). Name a preview session: `semantic-saga status` marks them (preview)."
+        )
+    return str(saga.id), saga.tenant_id
 
 
 def _uuid_or_none(value: str) -> str | None:
