@@ -1,6 +1,6 @@
 """What the `semantic-saga` command line does around Django's management commands: the hyphenated spellings a
-person types (Sagaz's `preview-report`; `verify-audit` beside `verify_audit`), and a closed pipe ending the command
-quietly (`semantic-saga ledger --json | head -1`).
+person types (Sagaz's `preview-report`; `verify-audit` beside `verify_audit`), NO_COLOR honoured by Django's own
+output too, and a closed pipe ending the command quietly (`semantic-saga ledger --json | head -1`).
 
 Kept free of Django imports: saga_project.cli calls `run` before any app is loaded.
 
@@ -54,7 +54,15 @@ def run(execute: Callable[[list[str]], None], arguments: Sequence[str]) -> None:
     """`execute([PROGRAM, *arguments])` with aliases resolved, the aliases listed after the main help, and a closed
     pipe ending the command quietly."""
     argv = rewrite(arguments)
+    honour_no_color()
     with_closed_pipe_quiet(lambda: _execute(execute, argv))
+
+
+def honour_no_color() -> None:
+    """Our commands paint only on a terminal and never with NO_COLOR (sagas.management.terminal); Django paints its
+    own text (a CommandError, help's headings) on any terminal, unless DJANGO_COLORS says `nocolor`."""
+    if os.environ.get("NO_COLOR"):
+        os.environ["DJANGO_COLORS"] = "nocolor"
 
 
 def _execute(execute: Callable[[list[str]], None], argv: list[str]) -> None:

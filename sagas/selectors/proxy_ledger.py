@@ -19,7 +19,7 @@ from sagas.errors import NotFound
 from sagas.models import Checkpoint, Node, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
-from sagas.selectors.short_ids import is_short_ref, resolve
+from sagas.selectors.short_ids import resolve
 from sagas.states import NodeStatus, SagaKind, StepStatus
 
 LAST = "last"
@@ -143,11 +143,11 @@ def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
                 "(or /proxy/mcp) and make a call; each client session is recorded as a saga.",
             )
         return saga
-    if is_short_ref(ref):
+    if parse_uuid(ref) is None:  # a short id, or no id at all
         missing = NotFound(
             "PROXY_SESSION_NOT_FOUND",
-            f"No proxy session of your tenant has an id starting or ending with {ref!r}. `semantic-saga status` "
-            "lists the sessions: name one by its id, a unique part of its start or end, or `last`.",
+            f"No proxy session of your tenant matches {ref!r}. `semantic-saga status` lists the sessions: name one "
+            "by its id, a unique part of its start or end (8 characters are enough), or `last`.",
         )
         return resolve(proxy_sessions(actor), ref, noun="proxy session", missing=missing)
     saga = tenant_saga(actor, ref)

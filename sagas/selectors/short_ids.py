@@ -36,12 +36,6 @@ def short_id(value: object, chars: int = SHORT_ID_CHARS) -> str:
     return str(value)[-chars:]
 
 
-def is_short_ref(ref: str) -> bool:
-    """Whether `ref` could be part of an id (hex digits and hyphens, not a whole UUID)."""
-    text = ref.strip().lower()
-    return bool(_HEX.match(text)) and parse_uuid(text) is None
-
-
 def resolve(rows: QuerySet[M], ref: str, *, noun: str, missing: Exception) -> M:
     """The one row of `rows` whose id is `ref`, starts with it or ends with it. `missing` is raised for none;
     InvalidInput (AMBIGUOUS_ID, naming the candidates) for several; InvalidInput (ID_TOO_SHORT) below the minimum."""

@@ -96,3 +96,11 @@ def test_verify_paints_only_at_a_terminal_and_never_with_no_color():
     plain = at_terminal("verify", answer="")
     piped = cli("verify")
     assert "\033[32m✓\033[0m" in coloured.stdout and "\033[" not in plain.stdout and "\033[" not in piped.stdout
+
+
+def test_no_color_also_silences_the_colour_of_an_error_at_a_terminal():
+    # Django paints a command's error red on a terminal; NO_COLOR must win there too
+    coloured = at_terminal("verify", "--session", "nope", answer="", colour=True)
+    plain = at_terminal("verify", "--session", "nope", answer="")
+    assert coloured.returncode == plain.returncode == 1
+    assert "PROXY_SESSION_NOT_FOUND" in plain.stdout and "\033[" in coloured.stdout and "\033[" not in plain.stdout
