@@ -18,22 +18,25 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import jwt
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.identity.rbac import ROLE_CAPABILITIES, SCOPE_CAPABILITIES, SCOPE_PREFIX
-from governance.identity.tokens import StaticTokenVerifier
 from governance.policy.facts import PolicyFileError
-from governance.policy.json_rules import JsonPolicy
-from governance.policy.rego import RegoPolicy
 
 # `semantic-saga check --tag saga` runs only Semantic Saga's own checks (every module's checks carry this tag).
 TAG = "saga"
 TOKENS_DOC = "docs/identity.md, 'Static tokens'"
-# Signing algorithms PyJWT verifies; `none` and HMAC are refused earlier, in settings.
-KNOWN_ALGORITHMS = frozenset(jwt.algorithms.get_default_algorithms()) - {"none", "HS256", "HS384", "HS512"}
+# The readers a check reuses (PyJWT, the token file's verifier, the policy engines) are imported by the check that
+# needs them, when its setting is in use: every command runs these checks, most with none of them configured.
+
+
+def known_algorithms() -> frozenset[str]:
+    """Signing algorithms PyJWT verifies; `none` and HMAC are refused earlier, in settings."""
+    import jwt
+
+    return frozenset(jwt.algorithms.get_default_algorithms()) - {"none", "HS256", "HS384", "HS512"}
 
 
 def http_url_problem(value: str) -> str | None:
@@ -73,6 +76,8 @@ def static_tokens_check(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     try:
+        from governance.identity.tokens import StaticTokenVerifier
+
         StaticTokenVerifier(str(path))  # the request-time loader: structure, required fields, token length
     except ImproperlyConfigured as exc:
         return [_tokens_invalid(str(exc))]
@@ -157,13 +162,14 @@ def jwt_check(**kwargs: Any) -> list[CheckMessage]:
                 id="saga.E011",
             )
         )
-    unknown = [a for a in settings.SAGA_JWT_ALGORITHMS if a not in KNOWN_ALGORITHMS]
+    known = known_algorithms()
+    unknown = [a for a in settings.SAGA_JWT_ALGORITHMS if a not in known]
     if unknown or not settings.SAGA_JWT_ALGORITHMS:
         errors.append(
             Error(
                 f"SAGA_JWT_ALGORITHMS {'lists ' + ', '.join(unknown) if unknown else 'is empty'}: tokens could "
                 "never verify.",
-                hint=f"Use a comma-separated list of {', '.join(sorted(KNOWN_ALGORITHMS))} (default RS256,ES256).",
+                hint=f"Use a comma-separated list of {', '.join(sorted(known))} (default RS256,ES256).",
                 id="saga.E012",
             )
         )
@@ -193,6 +199,8 @@ def policy_check(**kwargs: Any) -> list[CheckMessage]:
 
 
 def _json_policy_errors(path: Path) -> list[CheckMessage]:
+    from governance.policy.json_rules import JsonPolicy
+
     try:
         JsonPolicy.load(path)
     except PolicyFileError as exc:
@@ -207,6 +215,8 @@ def _json_policy_errors(path: Path) -> list[CheckMessage]:
 
 
 def _rego_policy_errors(path: Path) -> list[CheckMessage]:
+    from governance.policy.rego import RegoPolicy
+
     with _stdout_captured() as captured:
         try:
             RegoPolicy(path, settings.SAGA_OPA_DECISION_PATH)

@@ -15,7 +15,6 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
 
 from registry.errors import RegistryError
-from registry.files import read_registry_file
 
 # `semantic-saga check --tag saga` runs only Semantic Saga's own checks.
 TAG = "saga"
@@ -26,6 +25,8 @@ def actions_file_check(**kwargs: Any) -> list[CheckMessage]:
     path = settings.SAGA_ACTIONS_FILE
     if not path:
         return []
+    from registry.files import read_registry_file  # JSON Schema validation: loaded only when a file is named
+
     try:
         read_registry_file(os.path.abspath(path))
     except RegistryError as exc:

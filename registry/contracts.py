@@ -18,16 +18,18 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
-from referencing import Registry, Resource
+from typing import TYPE_CHECKING, Any
 
 from audit.canonical import sha256_hex
 from registry.errors import RegistryError
 from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
 from registry.url_templates import url_template_problems
+
+# jsonschema (and `referencing`) load with the first validation, not with this module: a process that only reads
+# contracts (an operator's `semantic-saga ledger`) never pays for them.
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 SCHEMA_PATH = Path(__file__).with_name("action_registry.schema.json")
 SCHEMA_VERSION = 1
@@ -73,11 +75,16 @@ def registry_schema() -> dict[str, Any]:
 
 @cache
 def _file_validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(registry_schema())
 
 
 @cache
 def _contract_validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
     schema = registry_schema()
     registry: Registry = Registry().with_resource(schema["$id"], Resource.from_contents(schema))
     return Draft202012Validator({"$ref": f"{schema['$id']}#/$defs/contract"}, registry=registry)
@@ -169,6 +176,9 @@ def _semantic_problems(contract: Any, path: str) -> list[str]:
 
 
 def _schema_validity_problems(contract: dict[str, Any], path: str) -> list[str]:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     problems = []
     for field in ("input_schema", "output_schema"):
         schema = contract.get(field)
@@ -401,6 +411,8 @@ def _compiled(schema: dict[str, Any]) -> Draft202012Validator:
         if validator is not None:
             _validators.move_to_end(key)
             return validator
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
     with _validators_lock:
         _validators[key] = validator

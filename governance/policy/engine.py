@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
@@ -23,13 +23,11 @@ from django.db import DatabaseError, transaction
 
 from governance.policy import revision as policy_revision
 from governance.policy.facts import DEFAULT_RISK_WEIGHTS, Decision, PolicyInput
-from governance.policy.json_rules import JsonPolicy
-from governance.policy.opa import OpaPolicy
-from governance.policy.rego import RegoPolicy
+
+if TYPE_CHECKING:  # the backends are imported by _build, when one is configured (mode none loads none of them)
+    from governance.policy.revision import PolicyBackend
 
 logger = logging.getLogger(__name__)
-
-PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 
 BACKEND_NONE = "none"
 
@@ -80,9 +78,15 @@ def _note_revision(key: tuple[Any, ...], policy: PolicyBackend | None) -> None:
 
 def _build(mode: str, path: str) -> PolicyBackend:
     if mode == "json":
+        from governance.policy.json_rules import JsonPolicy
+
         return JsonPolicy.load(path)
     if mode == "rego":
+        from governance.policy.rego import RegoPolicy
+
         return RegoPolicy(path, settings.SAGA_OPA_DECISION_PATH)
+    from governance.policy.opa import OpaPolicy
+
     return OpaPolicy(
         settings.SAGA_OPA_URL,
         settings.SAGA_OPA_DECISION_PATH,

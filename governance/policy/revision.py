@@ -15,7 +15,7 @@ records nothing; switching back to none after one is a change like any other.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -23,11 +23,13 @@ from django.conf import settings
 from audit import control_plane
 from audit.canonical import sha256_hex
 from audit.models import EventType
-from governance.policy.json_rules import JsonPolicy
-from governance.policy.opa import OpaPolicy
-from governance.policy.rego import RegoPolicy
 
-PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
+if TYPE_CHECKING:  # the backends load when one is configured (governance.policy.engine._build), not before
+    from governance.policy.json_rules import JsonPolicy
+    from governance.policy.opa import OpaPolicy
+    from governance.policy.rego import RegoPolicy
+
+    PolicyBackend = JsonPolicy | RegoPolicy | OpaPolicy
 
 NO_POLICY_STATE: dict[str, Any] = {"backend": "none", "revision": None, "policy_sha256": None}
 # What makes two states the same policy; `file` is informative only (one file has many spellings of its path).
@@ -38,6 +40,9 @@ def state_of(policy: PolicyBackend | None) -> dict[str, Any]:
     """What is in force, as recorded: ids and digests only."""
     if policy is None:
         return dict(NO_POLICY_STATE)
+    from governance.policy.json_rules import JsonPolicy
+    from governance.policy.rego import RegoPolicy
+
     state: dict[str, Any] = {"backend": policy.backend, "revision": policy.revision}
     if isinstance(policy, JsonPolicy):
         state.update(policy_sha256=sha256_hex(policy.document), file=str(settings.SAGA_POLICY_FILE))

@@ -3,13 +3,15 @@
 `invoke_forward` / `invoke_compensation` take the contract snapshot pinned on the step (not the current registry
 row), so a historical step is undone with the contract it ran under. Both return the result (the receipt stored
 on the step) or raise `ActionFailure`; any other exception is a bug in a handler.
+
+Each kind's handler module is imported on its first call: the MCP kind pulls in the MCP SDK, the HTTP kind httpx,
+and a process that never runs an action of that kind (an operator's `semantic-saga pending`) never pays for them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from registry.actions import builtin, http, mcp
 from registry.actions.context import InvocationContext
 from registry.contracts import has_compensation
 from registry.errors import ActionFailure
@@ -38,10 +40,16 @@ def _dispatch(
 ) -> Any:
     kind = definition.get("kind")
     if kind == "http":
+        from registry.actions import http
+
         return http.call(request, ctx, compensation=compensation)
     if kind == "builtin":
+        from registry.actions import builtin
+
         return builtin.call(request, ctx)
     if kind == "mcp":
+        from registry.actions import mcp
+
         return mcp.call(definition, ctx, compensation=compensation)
     raise ActionFailure(
         "UNKNOWN_ACTION_KIND",
