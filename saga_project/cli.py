@@ -2,15 +2,49 @@
 
 A value settings.py refuses (ImproperlyConfigured) ends the command with its one-line message on stderr and exit
 status 1, not a traceback: it is the operator's to fix, not a bug. `--traceback` shows the traceback anyway.
+
+Two things happen before the command runs:
+- The operator verbs (OPERATOR_VERBS) set Django up with saga_project.operator_settings, the apps that hold the
+  data and nothing of the web surfaces, so a person typing `semantic-saga pending` in a loop waits for a few rows,
+  not for the console, the MCP SDK and DRF to load (docs/benchmarks.md, "The command line").
+- With no DATABASE_URL configured, the per-user home's database (saga_project.home) is created and migrated on
+  first use, under a lock, and a first `serve` collects the console's static files there.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
-from saga_project import verbs
+from saga_project import home, verbs
+
+FULL_SETTINGS = "saga_project.settings"
+OPERATOR_SETTINGS = "saga_project.operator_settings"
+# Commands (and their hyphenated aliases) that read rows or decide a held call, set up with OPERATOR_SETTINGS.
+OPERATOR_VERBS = frozenset(
+    {"pending", "approve", "deny", "ledger", "status", "verify", "preview_report", "preview-report"}
+)
+# Commands that must not migrate the home's database first: they are about migrations, or need no database.
+NO_FIRST_USE = frozenset(
+    {
+        "",
+        "help",
+        "--help",
+        "-h",
+        "version",
+        "--version",
+        "check",
+        "migrate",
+        "makemigrations",
+        "showmigrations",
+        "sqlmigrate",
+        "squashmigrations",
+    }
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,21 +56,61 @@ def main(argv: list[str] | None = None) -> None:
         "semantic-saga",
         lambda: verbs.run(execute_from_command_line, arguments),  # aliases, a closed pipe: saga_project.verbs
         traceback="--traceback" in arguments,
+        set_up=lambda: set_up_for(arguments[0] if arguments else ""),
     )
 
 
-def exit_on_misconfiguration(program: str, run: Callable[[], None], *, traceback: bool = False) -> None:
-    """Set Django up, then `run`; an ImproperlyConfigured from either exits with one line naming the setting."""
+def exit_on_misconfiguration(
+    program: str, run: Callable[[], None], *, traceback: bool = False, set_up: Callable[[], None] | None = None
+) -> None:
+    """Set Django up (`set_up`, else django.setup()), then `run`; an ImproperlyConfigured from either exits with one
+    line naming the setting."""
     import django
     from django.core.exceptions import ImproperlyConfigured
 
     try:
-        django.setup()  # loads settings.py and every app: where most configuration errors surface
+        (set_up or django.setup)()  # loads settings.py and the apps: where most configuration errors surface
         run()
     except ImproperlyConfigured as exc:
         if traceback:
             raise
         sys.exit(f"{program}: configuration error: {exc}")
+
+
+def set_up_for(command: str) -> None:
+    """django.setup() with the settings `command` needs; the home's database made ready first when it is used."""
+    import django
+    from django.apps import apps
+    from django.conf import settings
+
+    behind = False
+    if os.environ["DJANGO_SETTINGS_MODULE"] == FULL_SETTINGS and not apps.ready:
+        full: Any = importlib.import_module(FULL_SETTINGS)
+        behind = full.SAGA_USES_HOME and home.unapplied_migrations(Path(full.DATABASES["default"]["NAME"]))
+        # A database still to be migrated is migrated with every app's migrations: the full set-up, this once.
+        if command in OPERATOR_VERBS and not behind:
+            os.environ["DJANGO_SETTINGS_MODULE"] = OPERATOR_SETTINGS
+    django.setup()
+    if getattr(settings, "SAGA_USES_HOME", False) and command not in NO_FIRST_USE:
+        _make_home_ready(settings, command, behind=behind)
+
+
+def _make_home_ready(settings: Any, command: str, *, behind: bool) -> None:
+    """Create and migrate the home's database if it is new or older than the code; for `serve`, collect the
+    console's static files there once. Under the home's lock: a second command started meanwhile waits, then
+    finds the work done."""
+    from django.core.management import call_command
+
+    database = Path(settings.DATABASES["default"]["NAME"])
+    static = Path(settings.STATIC_ROOT)
+    if not behind and (command != "serve" or static.is_dir()):
+        return
+    with home.set_up_lock(settings.SAGA_HOME):
+        if home.unapplied_migrations(database):
+            sys.stderr.write(f"semantic-saga: setting up the database {database} (first use, or a new version)\n")
+            call_command("migrate", interactive=False, verbosity=0)
+        if command == "serve" and not static.is_dir():
+            call_command("collectstatic", interactive=False, verbosity=0)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ instead of surfacing later as a confusing runtime error.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
+from saga_project import home
 from saga_project.database import configure_postgresql
 from saga_project.environment import SettingsEnv, load_dotenv
 
@@ -20,17 +22,26 @@ env = SettingsEnv()
 # variables win over it. Relative paths in it are relative to BASE_DIR, wherever the process starts.
 load_dotenv(BASE_DIR / ".env")
 
+# No DATABASE_URL (in the environment or .env): a local install with nothing configured. The embedded database,
+# a generated secret key and the other files live in the per-user home (SAGA_HOME, else the platform's user data
+# directory), found from any directory; the console script creates and migrates it on first use (saga_project.home).
+SAGA_HOME: Path = home.home_directory()
+SAGA_USES_HOME: bool = not env.str("DATABASE_URL", default="")
+
 # --- core -------------------------------------------------------------------------------------------------------
 
 DEBUG: bool = env.bool("DEBUG", default=False)
 SECRET_KEY: str = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    if not DEBUG:
+    if DEBUG:
+        SECRET_KEY = "insecure-development-only-key"
+    elif SAGA_USES_HOME:
+        SECRET_KEY = home.secret_key(SAGA_HOME)  # generated once, kept in the home beside the database
+    else:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set SECRET_KEY to a long random string (or DEBUG=true for local development); "
-            "`make run` writes one into .env for you."
+            "`make run` writes one into .env for you. (Without DATABASE_URL, one is generated in SAGA_HOME.)"
         )
-    SECRET_KEY = "insecure-development-only-key"
 
 ALLOWED_HOSTS: list[str] = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS: list[str] = env.list("CSRF_TRUSTED_ORIGINS", default=[])
@@ -72,7 +83,8 @@ ASGI_APPLICATION = "saga_project.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # Inside the package, so an installed wheel has them too; before the apps' own (the admin's) so ours win.
+        "DIRS": [BASE_DIR / "saga_project" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -90,13 +102,20 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "staticfiles"))
+# `semantic-saga collectstatic` fills it (`make run` does); a local install's first `serve` does (saga_project.cli).
+STATIC_ROOT = env.path("STATIC_ROOT", default=str((SAGA_HOME if SAGA_USES_HOME else BASE_DIR) / "staticfiles"))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- database ---------------------------------------------------------------------------------------------------
 
-# The embedded default is a SQLite file next to the working directory; PostgreSQL comes through the same variable.
-DATABASES = {"default": env.db_url("DATABASE_URL", default="sqlite:///semantic-saga.db")}
+# DATABASE_URL: a SQLite file or PostgreSQL. Unset: the embedded SQLite file in the per-user home (SAGA_HOME above).
+DATABASES: dict[str, dict[str, Any]] = {
+    "default": (
+        {"ENGINE": "django.db.backends.sqlite3", "NAME": str(SAGA_HOME / home.DATABASE_FILE)}
+        if SAGA_USES_HOME
+        else env.db_url("DATABASE_URL")
+    )
+}
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
     _db["OPTIONS"] = {
@@ -119,7 +138,7 @@ else:
 # Registry file loaded at start-up (serve, workers); empty = load with `semantic-saga load_actions FILE`.
 SAGA_ACTIONS_FILE: str = env.str("SAGA_ACTIONS_FILE", default="")
 # Directory below which the builtin create_text_file action may create files.
-SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str(BASE_DIR / "saga-files"))
+SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str((SAGA_HOME if SAGA_USES_HOME else BASE_DIR) / "saga-files"))
 # PostgreSQL: a coordinator transaction's row writes travel with its next read and its COMMIT (audit.write_behind).
 SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.

@@ -15,19 +15,17 @@ import threading
 from functools import partial
 from typing import Any
 
-from celery import current_app
 from django.conf import settings
 from django.db import transaction
 
 from audit import telemetry
 from sagas import executor
+from sagas.task_names import NODE_EXECUTE_TASK, SAGA_ROLLBACK_TASK, SAGAS_RECOVER_TASK
 
 logger = logging.getLogger("sagas.nudges")
 
 # The tasks nudges send (registered by sagas.tasks under these names, which beat and queued messages also use).
-NODE_EXECUTE_TASK = "sagas.tasks.node_execute_task"
-SAGA_ROLLBACK_TASK = "sagas.tasks.saga_rollback_task"
-SAGAS_RECOVER_TASK = "sagas.tasks.sagas_recover_task"
+__all__ = ["NODE_EXECUTE_TASK", "SAGAS_RECOVER_TASK", "SAGA_ROLLBACK_TASK", "nudge_node", "nudge_rollback"]
 
 
 def uses_celery() -> bool:
@@ -50,7 +48,13 @@ def _after_commit(task_name: str, ids: dict[str, str], delay: float) -> None:
 
 
 def _send(task_name: str, kwargs: dict[str, Any], delay: float) -> None:
-    task = current_app.tasks[task_name]
+    # Celery is imported by the first nudge, not with the coordinator: a command that only reads never loads it.
+    from celery import current_app
+
+    task = current_app.tasks.get(task_name)
+    if task is None:  # an operator command's process registers no tasks (sagas.apps.OperatorSagasConfig)
+        logger.warning("nudge not sent task=%s: this process runs no tasks; the recovery sweep will send it", task_name)
+        return
     if uses_celery():
         try:
             task.apply_async(kwargs=kwargs, countdown=delay or None, retry=True)

@@ -351,7 +351,7 @@ def project_copy(where: Path, dotenv: str) -> Path:
     project = where / "project"
     project.mkdir()
     shutil.copytree(ROOT / "saga_project", project / "saga_project", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("sagas", "registry", "governance", "audit", "templates", "examples"):
+    for name in ("sagas", "registry", "governance", "audit", "examples"):
         (project / name).symlink_to(ROOT / name)
     (project / ".env").write_text(dotenv, encoding="utf-8")
     return project

@@ -1,0 +1,35 @@
+"""Settings for the operator verbs of the console script (`pending`, `approve`, `deny`, `ledger`, `status`,
+`verify`, `preview-report`): saga_project.settings with the apps that hold the data and its rules only.
+
+Those verbs read a few rows or decide one held call, from a terminal, often in a loop while a call waits; they
+serve no HTTP, render no page and run no action. The full set-up would load the operator console (the admin's
+autodiscovery of every screen, and through them the operation table, the MCP SDK and DRF) and Celery to print three
+lines. Here the apps whose models hold the data stay, in the same order (auth and contenttypes, which our models
+reference, then ours), and the web surfaces go: the admin and its console, sessions, messages, static files, DRF,
+drf-spectacular and the OIDC views. None of their models is referenced by ours. `sagas` and the project come with
+app configs that register no Celery tasks and load no Celery app (sagas.apps.OperatorSagasConfig,
+saga_project.apps.OperatorProjectConfig); the system checks of the remaining apps still run before the verb does
+(the URL check against the empty URL list below: there is no HTTP here).
+
+saga_project.cli picks this module for those verbs only, and only when the full settings would be
+saga_project.settings; every other command (`serve`, `proxy`, `mcp`, `migrate`, `check`, workers) and the tests
+use saga_project.settings unchanged. A database that still needs migrating is migrated with the full settings
+first (saga_project.cli), so the schema is always the whole project's.
+"""
+
+from __future__ import annotations
+
+from saga_project.settings import *  # noqa: F403  (everything else exactly as configured)
+from saga_project.settings import INSTALLED_APPS as FULL_INSTALLED_APPS
+
+# Apps kept as they are, in the full list's order; then sagas and the project, each with its operator config.
+OPERATOR_APPS = ("django.contrib.auth", "django.contrib.contenttypes", "audit", "registry", "governance")
+INSTALLED_APPS = [
+    *(app for app in FULL_INSTALLED_APPS if app in OPERATOR_APPS),
+    "sagas.apps.OperatorSagasConfig",  # sagas without its Celery tasks: these verbs run nothing
+    "saga_project.apps.OperatorProjectConfig",
+]
+
+# No HTTP is served: this module is its own (empty) URL configuration.
+ROOT_URLCONF = "saga_project.operator_settings"
+urlpatterns: list[object] = []
