@@ -16,6 +16,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Sequence
+from importlib import metadata
 
 PROGRAM = "semantic-saga"
 # Hyphenated name -> the management command it runs. Sagaz's own verbs (verify, ledger, pending, approve, deny,
@@ -55,7 +56,21 @@ def run(execute: Callable[[list[str]], None], arguments: Sequence[str]) -> None:
     pipe ending the command quietly."""
     argv = rewrite(arguments)
     honour_no_color()
+    if argv in (["--version"], ["version"]):  # Django would print its own version
+        with_closed_pipe_quiet(lambda: sys.stdout.write(version_line() + "\n"))
+        return
     with_closed_pipe_quiet(lambda: _execute(execute, argv))
+
+
+def version_line() -> str:
+    return f"{PROGRAM} {_installed('semantic-saga')} (Django {_installed('django')})"
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def honour_no_color() -> None:

@@ -1,7 +1,8 @@
 """Output of the operator's terminal commands (packs, ledger, status, undo): aligned tables and colour.
 
 Colour is used only when the stream is a terminal and `NO_COLOR` is unset or empty (https://no-color.org), so a
-pipe, a file or a test's buffer always gets plain text. Cells are padded before they are coloured: escape codes
+pipe, a file or a test's buffer gets plain text; `FORCE_COLOR` (set, not 0) asks for colour anyway, unless `NO_COLOR`
+says otherwise. Cells are padded before they are coloured: escape codes
 never disturb the alignment.
 """
 
@@ -39,8 +40,11 @@ STATUS_STYLES = {
 
 
 def colour_enabled(stream: Any) -> bool:
+    """NO_COLOR (non-empty) wins; then FORCE_COLOR (non-empty, not 0), as Sagaz honours it; then a terminal."""
     if os.environ.get("NO_COLOR"):
         return False
+    if os.environ.get("FORCE_COLOR", "0") not in ("", "0"):
+        return True
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.db.models import Count, QuerySet
 
+from audit.chain import canonical_timestamp
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
@@ -112,7 +113,7 @@ class LedgerRow:
             "result_bytes": self.result_bytes,
             "duration_ms": self.duration_ms,
             "created_at": self.created_at.isoformat(),
-            "ts_start": self.created_at.isoformat(),
+            "ts_start": canonical_timestamp(self.created_at),  # as ts_end: UTC, microseconds, Z
             "ts_end": self.link.recorded_at if self.link and self.status not in HELD_ROW_STATUSES else None,
             "undo": self.undo,
             "undo_status": self.undo_status,

@@ -36,20 +36,21 @@ LIVE_CALLS: list[tuple[str, str, dict[str, Any], dict[str, Any], Any]] = [
 ]
 
 
-def env(**more: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DATABASE_URL": shared_database_url(),
-        "SAGA_DEFAULT_TENANT": "acme",
-        "NO_COLOR": "1",
-        **more,
-    }
+def env(**more: str | None) -> dict[str, str]:
+    """The test database, tenant acme, NO_COLOR; `more` sets variables (None removes one)."""
+    out = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": "acme", "NO_COLOR": "1"}
+    for name, value in more.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """`semantic-saga ARGS` with its output on pipes, as a script reads it."""
+def cli(*args: str, **environment: str | None) -> subprocess.CompletedProcess[str]:
+    """`semantic-saga ARGS` with its output on pipes, as a script reads it (`environment`: see env)."""
     return subprocess.run(
-        [SEMANTIC_SAGA, *args], env=env(), cwd=ROOT, capture_output=True, text=True, timeout=WAIT_SECONDS
+        [SEMANTIC_SAGA, *args], env=env(**environment), cwd=ROOT, capture_output=True, text=True, timeout=WAIT_SECONDS
     )
 
 

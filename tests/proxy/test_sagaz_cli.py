@@ -1,6 +1,7 @@
 """Sagaz's habits at our command line: `preview-report` (an alias of preview_report) with `last`, a short id, a
-whole id or Sagaz's `--session`; `help` listing the aliases; and a reader that goes away (`ledger --json | head -1`)
-ending any command quietly with status 141, never a traceback."""
+whole id or Sagaz's `--session`; `help` listing the aliases; `--version`; colour on a pipe only with FORCE_COLOR and
+never with NO_COLOR; and a reader that goes away (`ledger --json | head -1`) ending any command quietly with status
+141, never a traceback."""
 
 from __future__ import annotations
 
@@ -53,6 +54,19 @@ def test_help_lists_the_aliases_and_explains_one():
     assert "    verify\n" in listed.stdout  # Sagaz's verb is a command of ours
     explained = cli("help", "preview-report")
     assert explained.returncode == 0 and "usage: semantic-saga preview_report" in explained.stdout
+
+
+def test_version_names_semantic_saga_not_django():
+    done = cli("--version")
+    assert done.returncode == 0 and done.stdout.startswith("semantic-saga ") and "(Django " in done.stdout
+
+
+def test_colour_on_a_pipe_only_when_forced_and_never_with_no_color():
+    live_session()
+    assert "\033[" not in cli("ledger", NO_COLOR=None).stdout
+    assert "\033[1msession" in cli("ledger", NO_COLOR=None, FORCE_COLOR="1").stdout
+    assert "\033[" not in cli("ledger", FORCE_COLOR="1").stdout  # NO_COLOR wins
+    assert "\033[" not in cli("ledger", NO_COLOR=None, FORCE_COLOR="0").stdout
 
 
 def test_aliases_are_rewritten_in_the_command_place_only():
