@@ -24,11 +24,17 @@ def at_terminal(
     env = {**os.environ, "DATABASE_URL": shared_database_url(), "SAGA_DEFAULT_TENANT": tenant, "NO_COLOR": "1"}
     if colour:
         env.pop("NO_COLOR")
+    return run_at_terminal([str(BIN / "semantic-saga"), *args], env=env, cwd=ROOT, answer=answer)
+
+
+def run_at_terminal(
+    argv: list[str], *, env: dict[str, str], cwd: Path, answer: str = "yes"
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv` on a pseudo-terminal with exactly `env`, typing `answer` and Enter (at_terminal's engine; also
+    for a command of another installation, tests/install)."""
     primary, secondary = pty.openpty()
     try:
-        proc = subprocess.Popen(
-            [str(BIN / "semantic-saga"), *args], stdin=secondary, stdout=secondary, stderr=secondary, env=env, cwd=ROOT
-        )
+        proc = subprocess.Popen(argv, stdin=secondary, stdout=secondary, stderr=secondary, env=env, cwd=cwd)
     finally:
         os.close(secondary)
     os.write(primary, f"{answer}\n".encode())

@@ -1,0 +1,109 @@
+"""The operator verbs' lighter set-up (saga_project.operator_settings): `pending`, `ledger`, `status`, `verify` and
+`preview-report` load the apps that hold the data and none of the web surfaces, the MCP SDK or Celery; every other
+command, and the test process itself, load the whole project as before. What is loaded is asserted, never how long
+it takes (docs/benchmarks.md has the timings)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from celery import current_app
+from django.apps import apps
+
+from sagas.apps import SagasConfig
+from sagas.coordinator import nudges
+from sagas.task_names import NODE_EXECUTE_TASK
+from tests.commands.test_zero_setup import bare_env
+
+# Modules an operator verb must not load: the console and the web stack, the MCP SDK, Celery, and what only a
+# configured setting or an action call needs.
+HEAVY = (
+    "django.contrib.admin",
+    "sagas.console",
+    "rest_framework",
+    "drf_spectacular",
+    "mozilla_django_oidc",
+    "mcp",
+    "celery",
+    "httpx",
+    "jsonschema",
+    "regopy",
+    "sagas.protocols.mcp",
+)
+MODULES_MARK = "LOADED-MODULES:"
+# Prints what the process loaded, once the command has run (whatever its exit status).
+PROBE = (
+    "import atexit, sys\n"
+    f"atexit.register(lambda: sys.stderr.write({MODULES_MARK!r} + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+    "from saga_project.cli import main\n"
+    "main(sys.argv[1:])\n"
+)
+
+
+def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    env = bare_env(tmp_path, SAGA_HOME=str(tmp_path / "home"))
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    line = next(line for line in done.stderr.splitlines() if line.startswith(MODULES_MARK))
+    return set(line.removeprefix(MODULES_MARK).split()), done
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY))
+
+
+@pytest.fixture
+def migrated_home(tmp_path: Path) -> Path:
+    """A home whose database exists: the first use (migrate) loads the whole project, once."""
+    _, done = loaded_by(["status"], tmp_path)
+    assert "setting up the database" in done.stderr, done.stderr
+    return tmp_path
+
+
+@pytest.mark.parametrize("verb", ["pending", "ledger", "status", "verify", "preview-report"])
+def test_an_operator_verb_loads_only_the_data_apps(verb: str, migrated_home: Path):
+    modules, done = loaded_by([verb], migrated_home)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "saga_project.operator_settings" in modules
+    assert heavy(modules) == []
+
+
+def test_a_decision_loads_the_operation_table_only_when_it_decides(migrated_home: Path):
+    """`approve` without a terminal refuses before looking anything up: nothing heavy either."""
+    modules, done = loaded_by(["approve", "abcd1234"], migrated_home)
+
+    assert "only at an interactive terminal" in done.stderr
+    assert heavy(modules) == [] and "sagas.operations.table" not in modules
+
+
+def test_every_other_command_sets_up_the_whole_project(migrated_home: Path):
+    modules, done = loaded_by(["check"], migrated_home)
+
+    assert done.returncode == 0, done.stderr
+    assert "saga_project.operator_settings" not in modules
+    assert {"django.contrib.admin", "sagas.console", "rest_framework", "celery", "saga_project.celery"} <= modules
+
+
+def test_the_full_set_up_registers_the_tasks_and_makes_the_project_app_current():
+    assert type(apps.get_app_config("sagas")) is SagasConfig
+    assert current_app.main == "saga_project"
+    assert NODE_EXECUTE_TASK in current_app.tasks
+
+
+def test_a_nudge_from_a_process_without_tasks_is_dropped_with_a_warning(caplog: pytest.LogCaptureFixture):
+    with caplog.at_level(logging.WARNING, logger="sagas.nudges"):
+        nudges._send("sagas.tasks.no_such_task", {"saga_id": "s", "node_id": "n"}, 0.0)
+
+    assert "the recovery sweep will send it" in caplog.text
