@@ -62,8 +62,9 @@ class Command(BaseCommand):
             what = f" (the event {walk.broken.event_type}{' of ' + walk.broken.tool if walk.broken.tool else ''}{step})"
         self.stdout.write(f"{paint('BROKEN', 'red+bold')} {where}{what}: {walk.reason}")
         self.stdout.write(
-            "Nothing after the break can be trusted. `semantic-saga verify_audit --saga ID --json` reports the same "
-            "chain for your records; restore the audit table from a backup or an export (export_audit)."
+            f"Nothing from this link on is vouched for. `semantic-saga verify_audit --saga {walk.saga_id} --json` "
+            "gives the same verdict for your records; compare with an export (export_audit) or a backup to see what "
+            "changed."
         )
 
 
