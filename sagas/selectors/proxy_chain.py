@@ -73,22 +73,20 @@ def session_chain(*, actor: Principal, saga: Saga) -> ChainWalk:
     authorize(actor, READ, "verify_audit")
     # The head is read before the events: an event appended in between only makes the chain longer than the head.
     head_sequence, head_hash = Saga.objects.filter(pk=saga.pk).values_list("audit_sequence", "audit_head_hash").get()
-    walked: list[AuditEvent] = []
+    walked: list[ChainLink] = []  # what is shown of each event, not the event: memory stays small per link
 
     def kept() -> Iterator[AuditEvent]:
         for event in iter_events(saga.id):
-            walked.append(event)
+            walked.append(_link(event))
             yield event
 
     result = verify_events(str(saga.id), kept())
     if not result.valid:
-        good = [_link(event) for event in walked if event.sequence < (result.failed_sequence or 0)]
-        last = walked[-1] if walked and walked[-1].sequence >= (result.failed_sequence or 0) else None
-        return ChainWalk(
-            str(saga.id), good, result.failed_sequence, result.reason, _link(last) if last is not None else None
-        )
-    links = [_link(event) for event in walked]
-    return _against_head(ChainWalk(str(saga.id), links), head_sequence, head_hash)
+        failed = result.failed_sequence or 0
+        good = [link for link in walked if link.sequence < failed]
+        last = walked[-1] if walked and walked[-1].sequence >= failed else None
+        return ChainWalk(str(saga.id), good, result.failed_sequence, result.reason, last)
+    return _against_head(ChainWalk(str(saga.id), walked), head_sequence, head_hash)
 
 
 def _against_head(walk: ChainWalk, head_sequence: int, head_hash: str) -> ChainWalk:
