@@ -114,7 +114,7 @@ class Target:
     op: str
     limit: float
     detail: str = ""
-    unit: str = "x"  # "x": a ratio shown as 1.30x; "%": a share shown as 10%; "count": a plain number
+    unit: str = "x"  # "x": a ratio shown as 1.30x; "%": a share shown as 10%; "count": a plain number; "s": seconds
 
     @property
     def verdict(self) -> str:
@@ -142,6 +142,8 @@ class Target:
             return fmt(value * 100, "%", 1).replace(" %", "%")
         if self.unit == "count":
             return fmt(value, digits=1)
+        if self.unit == "s":
+            return fmt(value, "s")
         return fmt(value) + "x"
 
 

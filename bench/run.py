@@ -26,7 +26,7 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import common
+from bench import cli_wall, common
 from bench.common import Target, fmt, median, paired_ratio, progress, ratio, summarize
 
 RESULTS = common.ROOT / "bench" / "results"
@@ -49,6 +49,7 @@ class Plan:
     proxy_iterations: int = 30
     verify_events: int = 20_000
     recovery: tuple[bool, ...] = (False,)  # one trial per entry: idempotent contract or not
+    cli_rounds: int = 5  # rounds of every operator verb and a bare interpreter start (bench/cli_wall.py)
 
 
 QUICK = Plan(
@@ -80,6 +81,7 @@ FULL = Plan(
     proxy_iterations=100,
     verify_events=100_000,
     recovery=(False, True, False, True),
+    cli_rounds=10,
 )
 
 
@@ -297,6 +299,11 @@ class Harness:
         finally:
             self.proxy_servers.stop()
 
+    def cli(self) -> None:
+        from bench import cli_wall
+
+        self.data.extra["cli"] = cli_wall.measure(self.plan.cli_rounds)
+
     def recovery(self) -> None:
         from bench import recovery
 
@@ -444,6 +451,18 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             unit="count",
         ),
     ]
+    cli = data.extra.get("cli", {})
+    slowest, verb = cli_wall.slowest_verb_p50(cli)
+    targets.append(
+        Target(
+            "slowest operator verb, CLI wall time p50",
+            slowest,
+            "<=",
+            0.5,
+            f"{verb}; bare `python -c pass` {fmt(median(cli.get('samples', {}).get(cli_wall.BARE, [])), 's')}",
+            unit="s",
+        )
+    )
     for kind, outcome in (("not idempotent", "escalated"), ("idempotent", "re-run via Celery")):
         if not math.isnan(resumes[kind]):
             targets.append(
@@ -528,6 +547,7 @@ def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[s
             "",
             "",
         ],
+        *cli_wall.rows(cli),
     ]
     figures = {
         "bare_insert_commit_ms": bare.as_dict(1000),
@@ -607,7 +627,7 @@ def main(argv: list[str] | None = None) -> int:
         "--write-docs", action="store_true", help="also rewrite the marked section of docs/benchmarks.md"
     )
     parser.add_argument(
-        "--skip", default="", help="comma-separated phases to skip (levels,fanout,mcp,proxy,audit,recovery)"
+        "--skip", default="", help="comma-separated phases to skip (levels,fanout,mcp,proxy,cli,audit,recovery)"
     )
     parser.add_argument(
         "--from-json", type=Path, help="with --write-docs: take the table from a saved result instead of running"
@@ -631,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         ("audit", harness.audit),
         ("mcp", harness.mcp),
         ("proxy", harness.proxy),
+        ("cli", harness.cli),
         ("recovery", harness.recovery),
     ]
     errors: dict[str, str] = {}
