@@ -17,7 +17,6 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register, run_checks
 
-from audit.write_behind import pipeline_supported
 from governance.checks import TAG, http_url_problem
 from saga_project.database import pool_problem
 
@@ -86,6 +85,8 @@ def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
     """SAGA_PG_PIPELINE needs a libpq with pipeline mode; without one, writes would silently go one by one."""
     if not settings.SAGA_PG_PIPELINE or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
         return []
+    from audit.write_behind import pipeline_supported  # psycopg: loaded where PostgreSQL is configured
+
     if pipeline_supported():
         return []
     return [
