@@ -1,6 +1,11 @@
 """The command line's wall time: each operator verb of `semantic-saga`, side by side with a bare interpreter start.
 
     .venv/bin/python bench/cli_wall.py [--rounds 10]     # this phase alone; `make bench` runs it as phase `cli`
+    .venv/bin/python bench/cli_wall.py --before DIR      # also each verb of another checkout, in the same rounds
+
+`--before DIR` runs every verb a second time from DIR (`git archive REF | tar -x -C DIR`: that commit's code, on
+this virtualenv's packages, the same database), interleaved with this checkout's, so a before/after comparison
+shares the machine's load. Such code may predate the per-user home: it is given DATABASE_URL and SECRET_KEY.
 
 A local user's set-up, as the issue measured it: no DATABASE_URL, so the per-user home's SQLite database
 (SAGA_HOME=bench/.work/cli-home, made afresh), in front of examples/demo_mcp_server.py through `semantic-saga proxy`
@@ -44,6 +49,7 @@ LABELS = (BARE, *READ_VERBS, *DECISIONS)
 APPROVE_SENT = "approve, until the proxy sent the call"
 FIGURES = (*LABELS, APPROVE_SENT)
 DECIDED = {"approve": b"approved ", "deny": b"denied "}
+BEFORE = "before: "  # labels of --before DIR's runs
 HELD_TOOL = "send_email"
 WAIT_SECONDS = 60.0
 COMMAND_SECONDS = 60.0
@@ -138,7 +144,8 @@ def at_terminal(argv: list[str], env: dict[str, str], cwd: Path, marker: bytes) 
 
 
 class CliBench:
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, before: Path | None = None) -> None:
+        self.before = before
         self.work = work / "cli"
         shutil.rmtree(self.work, ignore_errors=True)
         self.project = self.work / "project"
@@ -178,29 +185,45 @@ class CliBench:
         finally:
             preview.close()
 
+    def before_env(self) -> dict[str, str]:
+        assert self.before is not None
+        database = Path(self.env["SAGA_HOME"]) / "semantic-saga.db"
+        key = (Path(self.env["SAGA_HOME"]) / "secret_key").read_text(encoding="ascii").strip()
+        return {**self.env, "PYTHONPATH": str(self.before), "DATABASE_URL": f"sqlite:///{database}", "SECRET_KEY": key}
+
     def run(self, label: str) -> dict[str, float]:
         """Seconds of wall time of one start of `label`, run from a directory of its own as a person's terminal."""
+        if label.startswith(BEFORE):
+            verb = label.removeprefix(BEFORE)
+            if verb in DECISIONS:
+                return self._decide(verb, label, self.before_env())
+            return self._timed(label, [sys.executable, "-m", "saga_project.cli", verb], self.before_env())
         if label in DECISIONS:
-            return self._decide(label)
-        argv = [sys.executable, "-c", "pass"] if label == BARE else [SCRIPT, label]
+            return self._decide(label, label, self.env)
+        return self._timed(label, [sys.executable, "-c", "pass"] if label == BARE else [SCRIPT, label], self.env)
+
+    def _timed(self, label: str, argv: list[str], env: dict[str, str]) -> dict[str, float]:
         started = time.perf_counter()
-        done = subprocess.run(argv, env=self.env, cwd=self.elsewhere, capture_output=True, timeout=COMMAND_SECONDS)
+        done = subprocess.run(argv, env=env, cwd=self.elsewhere, capture_output=True, timeout=COMMAND_SECONDS)
         seconds = time.perf_counter() - started
         if done.returncode != 0:  # a refusal would be timed as if it were the work
             raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}: {done.stderr.decode()[-500:]}")
         return {label: seconds}
 
-    def _decide(self, verb: str) -> dict[str, float]:
+    def _decide(self, verb: str, label: str, env: dict[str, str]) -> dict[str, float]:
         assert self.agent is not None
         answer = self.agent.call(HELD_TOOL, {"to": "grace@example.com", "subject": "Hi", "body": verb})
         held = self._held_call()
-        status, decided, ended = at_terminal(
-            [SCRIPT, verb, held, "--by", "bench"], self.env, self.elsewhere, DECIDED[verb]
-        )
+        argv = [SCRIPT, verb] if env is self.env else [sys.executable, "-m", "saga_project.cli", verb]
+        status, decided, ended = at_terminal([*argv, held, "--by", "bench"], env, self.elsewhere, DECIDED[verb])
         answer.result(WAIT_SECONDS)  # the agent hears the decision before the next call is held
         if status != 0:
             raise RuntimeError(f"semantic-saga {verb} {held} exited {status}")
-        return {verb: decided, APPROVE_SENT: ended} if verb == "approve" else {verb: ended}
+        return (
+            {label: decided}
+            if verb == "approve" and label != verb
+            else ({label: decided, APPROVE_SENT: ended} if verb == "approve" else {label: ended})
+        )
 
     def _held_call(self) -> str:
         deadline = time.monotonic() + WAIT_SECONDS
@@ -219,16 +242,22 @@ class CliBench:
             self.agent.close()
 
 
-def measure(rounds: int, work: Path = common.WORK, report: Callable[[str], None] = common.progress) -> dict[str, Any]:
+def measure(
+    rounds: int,
+    work: Path = common.WORK,
+    report: Callable[[str], None] = common.progress,
+    before: Path | None = None,
+) -> dict[str, Any]:
     """Samples per label over `rounds` rounds, each round every label once in a rotated order."""
-    bench = CliBench(work)
-    samples: dict[str, list[float]] = {figure: [] for figure in FIGURES}
+    bench = CliBench(work, before)
+    labels = LABELS + (tuple(BEFORE + verb for verb in (*READ_VERBS, *DECISIONS)) if before else ())
+    samples: dict[str, list[float]] = {figure: [] for figure in (*FIGURES, *labels[len(LABELS) :])}
     load = os.getloadavg()
     try:
         bench.setup()
         for round_no in range(rounds):
-            shift = round_no % len(LABELS)
-            for label in LABELS[shift:] + LABELS[:shift]:
+            shift = round_no % len(labels)
+            for label in labels[shift:] + labels[:shift]:
                 for figure, seconds in bench.run(label).items():
                     samples[figure].append(seconds)
             report(f"CLI round {round_no + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in samples.items()))
@@ -242,12 +271,12 @@ def rows(figures: dict[str, Any]) -> list[list[str]]:
     samples: dict[str, list[float]] = figures.get("samples", {})
     bare = common.median(samples.get(BARE, [])) if samples.get(BARE) else float("nan")
     out = []
-    for label in FIGURES:
+    for label in samples:
         values = samples.get(label, [])
         if not values:
             continue
         p50 = common.median(values)
-        name = label if label == BARE else f"semantic-saga {label}"
+        name = label if label == BARE or label.startswith(BEFORE) else f"semantic-saga {label}"
         over = "" if label == BARE else f"{common.fmt(p50 - bare, 's')} more than the bare start"
         out.append(
             [
@@ -263,15 +292,23 @@ def rows(figures: dict[str, Any]) -> list[list[str]]:
 
 def slowest_verb_p50(figures: dict[str, Any]) -> tuple[float, str]:
     samples: dict[str, list[float]] = figures.get("samples", {})
-    verbs = [(common.median(v), k) for k, v in samples.items() if k not in (BARE, APPROVE_SENT) and v]
+    verbs = [
+        (common.median(v), k)
+        for k, v in samples.items()
+        if k not in (BARE, APPROVE_SENT) and not k.startswith(BEFORE) and v
+    ]
     return max(verbs) if verbs else (float("nan"), "")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10, help="rounds of every label (default 10)")
+    parser.add_argument("--before", type=Path, help="another checkout's tree whose verbs run in the same rounds")
+    parser.add_argument("--json", type=Path, help="also write the samples to this file")
     args = parser.parse_args(argv)
-    figures = measure(args.rounds)
+    figures = measure(args.rounds, before=args.before.resolve() if args.before else None)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     slowest, verb = slowest_verb_p50(figures)
     load = figures["loadavg_before"]
     print(f"{os.cpu_count()} cores, load average {load[0]:.1f} before and {figures['loadavg_after'][0]:.1f} after")
