@@ -57,9 +57,13 @@ def run(execute: Callable[[list[str]], None], arguments: Sequence[str]) -> None:
     argv = rewrite(arguments)
     honour_no_color()
     if argv in (["--version"], ["version"]):  # Django would print its own version
-        with_closed_pipe_quiet(lambda: sys.stdout.write(version_line() + "\n"))
+        with_closed_pipe_quiet(_print_version)
         return
     with_closed_pipe_quiet(lambda: _execute(execute, argv))
+
+
+def _print_version() -> None:
+    sys.stdout.write(version_line() + "\n")
 
 
 def version_line() -> str:
