@@ -8,33 +8,33 @@ The format is Sagaz's, so its packs load unchanged:
                   "capture": {"tool": "get_contact", "args": {"id": "$.args.id"}},
                   "inverse": {"tool": "create_contact", "args": {"name": "$.pre_state.name"}}}]}
 
-Every argument value is a reference: `$.args.x` (the call's arguments), `$.result.x` (its answer: the
-structuredContent, else its first text block parsed as JSON), `$.pre_state.x` (the capture read's answer, read the
-same way). `capture` runs after the gate and before the call, so its arguments can only read `$.args`; an inverse
-that reads `$.pre_state` needs a capture. Validation is strict (an unknown key is a typo, not an extension) and
-names each problem's path; two entries for one (server, tool) is an error, because an undo must not have to choose.
+Every argument value is a reference: `$.args.x` (the call's arguments), `$.result.x` (its answer's payload: the
+structuredContent, else its first text block parsed as JSON, registry.tool_answers), `$.pre_state.x` (the capture
+read's payload, read the same way). `capture` runs after the gate and before the call, so its arguments can only
+read `$.args`; an inverse that reads `$.pre_state` needs a capture. Validation is strict (an unknown key is a typo,
+not an extension) and names each problem's path; two entries for one (server, tool) is an error, because an undo
+must not have to choose.
 
 Lookup (`PackSet.inverse_for`): the most specific matching entry wins, an exact tool name before a glob, then an
 entry naming the server before one for any server; two equally specific matches are refused.
 
-The same declaration as a `kind: mcp` contract (`PackEntry.as_mcp_contract_parts`): `$.args.x` is `${input.x}`,
-`$.result.x` is `${result.x}`, `$.pre_state.x` is `${pre_state.x}`; `capture` becomes the contract's `capture`
-(`tool`, `arguments`) and `inverse` its `compensation`. One difference: a contract's `${result...}` reads what the
-MCP action stored (structuredContent, or the content blocks), while a pack's `$.result` also parses a text answer
-as JSON; for a tool answering structuredContent both read the same value.
+A pack is an input format: each entry is parsed once into the registry's own compensation and capture
+(`PackEntry.as_mcp_contract_parts`, a `kind: mcp` contract's `compensation` and `capture`): `$.args.x` is
+`${input.x}`, `$.result.x` is `${result.x}`, `$.pre_state.x` is `${pre_state.x}`. Those are rendered by the
+registry's templating (registry.compensation_plan) like any contract's, from the envelope the call's step keeps,
+whose `result` and `pre_state` are payloads by the same rule as the pack's.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
-from registry.errors import ActionFailure, RegistryError
+from registry.errors import RegistryError
 from registry.strict_json import StrictJsonError, read_strict_json
 
 _IDENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -81,19 +81,13 @@ class PackEntry:
     def covers(self, server: str, tool: str) -> bool:
         return self.server in ("", server) and fnmatchcase(tool, self.tool)
 
-    def capture_arguments(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """The capture read's arguments for a call made with `args`. The entry must have a capture."""
-        if self.capture is None:
-            raise ValueError(f"{self.source} declares no capture")
-        return render_references(self.capture.args, {"args": args}, f"{self.source}.capture.args")
+    def needs(self) -> tuple[str, ...]:
+        """The tools of the same server this entry calls: its capture read's (if any), then its inverse's."""
+        return (*((self.capture.tool,) if self.capture else ()), self.inverse.tool)
 
-    def inverse_arguments(self, args: Mapping[str, Any], result: Any, pre_state: Any | None = None) -> dict[str, Any]:
-        """The inverse call's arguments; `result` and `pre_state` are payloads (see tool_result_payload).
-        ActionFailure(PACK_REFERENCE_MISSING), permanent, when a reference cannot be resolved."""
-        scope: dict[str, Any] = {"args": args, "result": result}
-        if self.capture is not None:
-            scope["pre_state"] = pre_state
-        return render_references(self.inverse.args, scope, f"{self.source}.inverse.args")
+    def missing_on(self, offered: Collection[str]) -> list[str]:
+        """The tools this entry calls that a server offering `offered` does not have."""
+        return [tool for tool in self.needs() if tool not in offered]
 
     def as_mcp_contract_parts(self) -> dict[str, Any]:
         """The `compensation` (and `capture`) of an equivalent `kind: mcp` contract (mapping in the docstring)."""
@@ -121,6 +115,32 @@ class PackSet:
     @property
     def entries(self) -> tuple[PackEntry, ...]:
         return tuple(entry for pack in self.packs for entry in pack.entries)
+
+    def usable_for(self, server: str, tool: str, offered: Collection[str] | None) -> PackEntry | None:
+        """inverse_for, but None when the server (offering `offered`; None: not known yet) lacks a tool the entry
+        calls: an inverse that cannot be called makes no call R and is never put in a step's contract."""
+        entry = self.inverse_for(server, tool)
+        if entry is None or offered is None or not entry.missing_on(offered):
+            return entry
+        return None
+
+    def unusable(self, offered: Mapping[str, Collection[str]]) -> list[str]:
+        """A warning per entry the connected servers (`offered`: server -> its tools) cannot use: no server offers a
+        tool it matches, or the server that does lacks its capture or inverse tool. Down servers are left out."""
+        warnings: list[str] = []
+        for entry in self.entries:
+            if entry.server and entry.server not in offered:
+                continue  # that server is down (or unknown): whether it offers the tool is not known
+            servers = [entry.server] if entry.server else list(offered)
+            matched = {server: [t for t in offered[server] if entry.covers(server, t)] for server in servers}
+            if not any(matched.values()):
+                warnings.append(_unmatched(entry))
+            warnings += [
+                _uncallable(entry, server, tools, missing)
+                for server, tools in matched.items()
+                if tools and (missing := entry.missing_on(offered[server]))
+            ]
+        return warnings
 
     def inverse_for(self, server: str, tool: str) -> PackEntry | None:
         """The entry declaring the inverse of `tool` on `server`, or None. PackError when two entries tie."""
@@ -326,6 +346,22 @@ def _build_call(raw: dict[str, Any]) -> PackCall:
     return PackCall(tool=raw["tool"], args=dict(raw["args"]))
 
 
+def _unmatched(entry: PackEntry) -> str:
+    where = f"server {entry.server!r} offers no tool" if entry.server else "no connected server offers a tool"
+    return (
+        f"{entry.source}: {where} matching {entry.tool!r}, so the entry is unused. Check the tool name (a typo?) "
+        "or the server it names"
+    )
+
+
+def _uncallable(entry: PackEntry, server: str, tools: Sequence[str], missing: Sequence[str]) -> str:
+    undone = ", ".join(tools[:3]) + (", ..." if len(tools) > 3 else "")
+    return (
+        f"{entry.source}: server {server!r} has no tool {', '.join(map(repr, missing))}, which the entry calls to "
+        f"undo {undone}; those calls are not R and cannot be undone. Fix the entry's capture or inverse tool"
+    )
+
+
 def _is_tool_name(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip()) and value == value.strip()
 
@@ -342,66 +378,7 @@ def _tie_problem(server: str, tool: str, entries: Sequence[PackEntry]) -> str:
     )
 
 
-# --- rendering --------------------------------------------------------------------------------------------------
-
-
-def tool_result_payload(result: Mapping[str, Any]) -> Any:
-    """What `$.result` / `$.pre_state` read in a tools/call answer (wire form): its structuredContent, else its
-    first text block parsed as JSON, else None."""
-    if result.get("structuredContent") is not None:
-        return result["structuredContent"]
-    content = result.get("content")
-    text = next(
-        (block.get("text") for block in content or () if isinstance(block, dict) and block.get("type") == "text"),
-        None,
-    )
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def render_references(mapping: Mapping[str, str], scope: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """`mapping` with each `$.root.path` replaced by the value it names in `scope` (keys args, result, pre_state).
-    `null` is a value (clearing a field must be undoable); a missing root or path is a permanent ActionFailure."""
-    rendered = {}
-    for key, ref in mapping.items():
-        match = _REFERENCE.fullmatch(ref)
-        if match is None:
-            raise _missing(f"{where}.{key}", ref, "it is not a $. reference")
-        rendered[key] = _resolve(match, scope, f"{where}.{key}")
-    return rendered
-
-
-def _resolve(match: re.Match[str], scope: Mapping[str, Any], where: str) -> Any:
-    ref, root = match[0], match["root"]
-    if root not in scope:
-        what = "no pre-state was captured for this call" if root == "pre_state" else f"there is no {root}"
-        raise _missing(where, ref, what)
-    current = scope[root]
-    walked = f"$.{root}"
-    for segment in match["path"].split(".")[1:]:
-        if isinstance(current, Mapping) and segment in current:
-            current = current[segment]
-        elif isinstance(current, list) and segment.isdigit() and int(segment) < len(current):
-            current = current[int(segment)]
-        else:
-            kind = "null" if current is None else f"a {type(current).__name__}"
-            raise _missing(where, ref, f"{walked} has no {segment!r} (it is {kind})")
-        walked += f".{segment}"
-    return current
-
-
-def _missing(where: str, ref: str, detail: str) -> ActionFailure:
-    return ActionFailure(
-        "PACK_REFERENCE_MISSING",
-        f"{where}: {ref} cannot be resolved: {detail}. The inverse was not run. The call's arguments, result or "
-        "captured pre-state lack a value this compensation pack entry needs, so retrying will not help: fix the "
-        "pack entry, or undo this step by hand.",
-        retryable=False,
-    )
+# --- as a contract ----------------------------------------------------------------------------------------------
 
 
 def _as_contract_call(call: PackCall) -> dict[str, Any]:

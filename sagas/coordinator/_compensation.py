@@ -21,10 +21,10 @@ from registry.contracts import (
     has_compensation,
     resolved_execution_policy,
 )
-from registry.templating import references_forward_answer
 from sagas import executor
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.models import Node, Saga, Step
+from sagas.selectors.undo_plan import forward_receipt
 from sagas.states import COMPENSABLE_STEP_STATES, NodeStatus, SagaStatus, StepStatus, can_transition
 
 # A compensation backoff is waited for inline, capped so one slow downstream cannot hold a rollback for long.
@@ -74,7 +74,7 @@ def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int)
         if not has_compensation(snapshot):
             _no_compensation(tx, step)
             return None
-        if _forward_receipt(step) is None and compensation_needs_result(snapshot):
+        if forward_receipt(step) is None and compensation_needs_result(snapshot):
             _no_receipt(tx, step)
             return None
         tx.transition(
@@ -84,24 +84,6 @@ def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int)
             compensation_attempts=step.compensation_attempts + 1,
         )
     return step
-
-
-def _forward_receipt(step: Step) -> Any:
-    """What the compensation templates read as the forward result: the stored result, or, for an uncertain step
-    whose answer never arrived, the receipt its action kept (an MCP capture's pre_state) when the compensation
-    reads only that pre-state. Restoring a captured prior state is correct whether or not the lost call applied."""
-    if step.result is not None:
-        return step.result
-    receipt = (step.error or {}).get("receipt") if isinstance(step.error, dict) else None
-    compensation = step.action_definition.get("compensation", {})
-    if (
-        step.uncertain_outcome
-        and isinstance(receipt, dict)
-        and "pre_state" in receipt
-        and not references_forward_answer(compensation)
-    ):
-        return receipt
-    return None
 
 
 def _no_compensation(tx: Tx, step: Step) -> None:
@@ -150,7 +132,7 @@ def compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: 
             step_id=str(step.id),
             idempotency_key=f"{step.id}:rollback",
             input=step.input,
-            result=_forward_receipt(step),
+            result=forward_receipt(step),
             attempt=step.compensation_attempts,
         )
         with telemetry.span(

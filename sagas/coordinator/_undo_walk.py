@@ -25,17 +25,14 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from registry.contracts import has_compensation
-from registry.errors import ActionFailure
-from registry.templating import render
 from sagas.coordinator._compensation import compensate, fail, runner_lost
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import drift
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
+from sagas.selectors.undo_plan import UndoItem, item, proxy_section, verdict_of
 from sagas.states import SagaKind, SagaStatus, StepStatus
 
-NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
 LISTED = frozenset({"needs_decision", "no_way_back"})
 
@@ -47,21 +44,6 @@ class UndoOptions:
     force: bool = False
     to_checkpoint: str = ""  # the label as asked (shown in the report)
     checkpoint_id: str = ""  # the checkpoint that label named when the undo was asked
-
-
-@dataclass(frozen=True)
-class UndoItem:
-    """What the walk did (or, in a dry run, would do) with one proxied call."""
-
-    seq: int
-    step_id: str
-    tool: str
-    server: str
-    effect_class: str
-    # undone | would_undo | needs_decision | no_way_back | skipped | already_undone | drifted | failed | left
-    verdict: str
-    detail: str
-    inverse: dict[str, Any] | None = None  # {"tool", "arguments"} when an inverse is declared
 
 
 def is_session(saga_id: uuid.UUID) -> bool:
@@ -124,12 +106,16 @@ def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions)
         verdict, detail = verdict_of(step)
         if verdict in LISTED:
             _list(actor, saga_id, fence, step, verdict)
-        if verdict != "would_undo":
+        if verdict not in ("would_undo", "cannot_undo"):
             items.append(item(step, verdict, detail))
         elif stopped:
             items.append(item(step, "left", "not undone: the walk stopped at a newer call's inverse"))
+        elif verdict == "cannot_undo":
+            _refuse(actor, saga_id, fence, step, _cannot_build(detail))
+            items.append(item(step, "failed", f"its inverse was not sent: {detail}"))
+            stopped = True
         elif not options.force and (drifted := drift(step)):
-            _refuse_drifted(actor, saga_id, fence, step, drifted)
+            _refuse(actor, saga_id, fence, step, _drifted(drifted))
             items.append(item(step, "drifted", f"inverse refused: {drifted}; undo --force runs it anyway"))
             stopped = True
         elif not compensate(actor, saga_id, step.id, fence):
@@ -148,63 +134,6 @@ def _outcome(step: Step) -> UndoItem:
     return item(step, "failed", f"its inverse failed: {error.get('message', step.status)}")
 
 
-def verdict_of(step: Step) -> tuple[str, str]:
-    """What the walk does with `step`, before any call."""
-    effect_class = _proxy(step).get("class", "unknown")
-    if step.status == StepStatus.COMPENSATED:
-        return "already_undone", "undone by an earlier rollback"
-    if step.status in NOT_SENT:
-        return "skipped", f"{step.status.lower()}: it never reached the world"
-    if step.status == StepStatus.FAILED and not step.uncertain_outcome:
-        return "skipped", "failed: the tool answered an error or the call was never sent"
-    if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
-        return "skipped", "a read: nothing to undo"
-    if has_compensation(step.action_definition):
-        return "would_undo", "its inverse would run"
-    if effect_class == "C":
-        return "needs_decision", "cannot be undone, only corrected afterwards: an operator decides what to do"
-    if effect_class == "I":
-        return "no_way_back", "irreversible: no way back once executed"
-    if not _proxy(step):
-        return "no_way_back", f"{step.action} declares no compensation: its effect remains"
-    return "no_way_back", f"class {effect_class}: no inverse is declared (add a pack entry to make it undoable)"
-
-
-def item(step: Step, verdict: str, detail: str) -> UndoItem:
-    proxy = _proxy(step)
-    return UndoItem(
-        seq=step.sequence,
-        step_id=str(step.id),
-        tool=str(proxy.get("exposed_name") or proxy.get("tool", step.action)),
-        server=str(proxy.get("server", "")),
-        effect_class=str(proxy.get("class", "unknown")),
-        verdict=verdict,
-        detail=detail,
-        inverse=_inverse(step),
-    )
-
-
-def _inverse(step: Step) -> dict[str, Any] | None:
-    compensation = step.action_definition.get("compensation")
-    if not isinstance(compensation, dict):
-        return None
-    try:
-        arguments = render(compensation.get("arguments", {}), _scope(step), "compensation.arguments")
-    except ActionFailure as missing:
-        arguments = {"(cannot render)": missing.message}
-    return {"tool": compensation.get("tool"), "arguments": arguments}
-
-
-def _scope(step: Step) -> dict[str, Any]:
-    stored = step.result if isinstance(step.result, dict) else {}
-    return {"input": step.input, "result": stored.get("result"), "pre_state": stored.get("pre_state")}
-
-
-def _proxy(step: Step) -> dict[str, Any]:
-    section = step.action_definition.get("proxy", {})
-    return section if isinstance(section, dict) else {}
-
-
 def _list(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, verdict: str) -> None:
     """UNDO_LISTED for a call the undo leaves for a person; once per call, so a resumed walk does not repeat it."""
     with locked_saga(saga_id, actor) as tx:
@@ -212,19 +141,32 @@ def _list(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, verdict:
             return
         listed = AuditEvent.objects.filter(saga_id=saga_id, event_type=E.UNDO_LISTED, step_id=str(step.id))
         if not listed.exists():
-            data = {"verdict": verdict, "class": str(_proxy(step).get("class", "unknown"))}
+            data = {"verdict": verdict, "class": str(proxy_section(step).get("class", "unknown"))}
             tx.record(E.UNDO_LISTED, step=step, status=step.status, data=data)
 
 
-def _refuse_drifted(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, drifted: str) -> None:
+def _refuse(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, error: dict[str, Any]) -> None:
+    """Fail the step's compensation with `error` without sending its inverse."""
     with locked_saga(saga_id, actor) as tx:
         step.refresh_from_db()
         if runner_lost(tx, fence, step):
             return
-        error = {
-            "code": "STATE_DRIFTED",
-            "message": f"The inverse was not run: {drifted}. Someone changed it after this call; check it, then run "
-            "the undo again with --force to apply the inverse anyway.",
-            "retryable": False,
-        }
         fail(tx, step, error)
+
+
+def _drifted(drifted: str) -> dict[str, Any]:
+    return {
+        "code": "STATE_DRIFTED",
+        "message": f"The inverse was not run: {drifted}. Someone changed it after this call; check it, then run "
+        "the undo again with --force to apply the inverse anyway.",
+        "retryable": False,
+    }
+
+
+def _cannot_build(problem: str) -> dict[str, Any]:
+    return {
+        "code": "INVERSE_CANNOT_BE_BUILT",
+        "message": f"The inverse was not sent ({problem}). Its effect remains: undo it by hand (`semantic-saga "
+        "ledger --json` shows the call and its answer), or fix the pack entry for the next calls.",
+        "retryable": False,
+    }

@@ -35,6 +35,7 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from governance.policy.facts import Decision
+from registry.tool_answers import payload_of
 from sagas.coordinator import _policy
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._attempts import new_step
@@ -197,27 +198,33 @@ def _record(tx: Tx, step: Step, outcome: CallOutcome) -> None:
 
 
 def _envelope(step: Step, outcome: CallOutcome) -> tuple[dict[str, Any], int, bool]:
-    """The stored result: the mcp action's envelope shape ({"tool", "result"}) so compensation templates read
-    `${result.x}` alike, plus what the proxy measured. Past maxResultBytes only a prefix of the text is kept."""
-    answer = outcome.result
-    # A tool's structuredContent, else its content blocks; a protocol read's whole answer (contents, messages).
-    payload = answer.get("structuredContent", answer.get("content", answer)) if isinstance(answer, dict) else answer
-    text = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    """The stored result: the mcp action's envelope shape, so compensation templates read `${result.x}` alike
+    (`result` is the answer's payload by registry.tool_answers' rule, `content` what the agent got), plus what the
+    proxy measured. Past maxResultBytes only a prefix of the answer's text is kept."""
+    answer = outcome.result if isinstance(outcome.result, dict) else {}
+    protocol_read = bool(step.action_definition.get("proxy", {}).get("method"))
+    if protocol_read:  # a resources/read or prompts/get answer is kept whole (contents, messages)
+        kept: dict[str, Any] = {"result": answer, "result_from": "none", "content": []}
+    else:
+        payload = payload_of(answer)
+        kept = {"result": payload.value, "result_from": payload.source, "content": answer.get("content", [])}
+    text = json.dumps(answer, ensure_ascii=False, sort_keys=True)
     size = len(text.encode("utf-8")) if outcome.size_bytes is None else outcome.size_bytes
     limit = outcome.max_result_bytes
     truncated = size > limit
     if truncated:
-        payload = {"truncated": True, "prefix": text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")}
+        prefix = text.encode("utf-8")[:limit].decode("utf-8", errors="ignore")
+        kept = {"result": {"truncated": True, "prefix": prefix}, "result_from": "none", "content": []}
     envelope = {
         "tool": str(step.action_definition.get("forward", {}).get("tool", "")),
-        "result": payload,
+        **kept,
         "is_error": outcome.is_error,
         "size_bytes": size,
         "truncated": truncated,
         "duration_ms": outcome.duration_ms,
     }
     if outcome.captured:
-        # The capture read's answer, as an mcp action keeps it: the inverse reads it as ${pre_state.x}.
+        # The capture read's payload, as an mcp action keeps it: the inverse reads it as ${pre_state.x}.
         envelope.update(pre_state=outcome.pre_state, pre_state_sha256=sha256_hex(outcome.pre_state))
     return envelope, size, truncated
 

@@ -29,12 +29,13 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import rollback
 from sagas.coordinator._undo_drift import drift
-from sagas.coordinator._undo_walk import UndoItem, UndoOptions, item, recorder, steps_newest_first, verdict_of, walk
+from sagas.coordinator._undo_walk import UndoOptions, recorder, steps_newest_first, walk
 from sagas.coordinator.leases import LeaseRef, heartbeat
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
 from sagas.selectors.proxy_ledger import session_checkpoint
 from sagas.selectors.scope import tenant_saga
+from sagas.selectors.undo_plan import UndoItem, item, verdict_of
 
 __all__ = ["UndoItem", "UndoReport", "proxy_session_undo"]
 

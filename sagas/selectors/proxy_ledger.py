@@ -21,9 +21,12 @@ from sagas.models import Checkpoint, Node, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 from sagas.selectors.short_ids import resolve
+from sagas.selectors.undo_plan import undo_plan
 from sagas.states import NodeStatus, SagaKind, StepStatus
 
 LAST = "last"
+# A held call has not reached the world: an undo has nothing to do for it.
+HELD_UNDO_PLAN = {"verdict": "skipped", "detail": "held: not sent, nothing to undo", "inverse": None}
 # A held call not yet journaled, by its node's status: waiting for a decision, or approved and about to be sent.
 HELD_STATUSES: dict[str, str] = {NodeStatus.WAITING_APPROVAL: "held", NodeStatus.READY: "approved"}
 # The audit events that record a proxied call's outcome: the link of the session's chain a ledger row names.
@@ -175,9 +178,18 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
     listed, links = _undo_listed(saga), call_links(saga)
     rows = [
-        replace(ledger_row(step), undo=listed.get(str(step.id), ""), link=links.get(str(step.id))) for step in steps
+        replace(
+            ledger_row(step),
+            undo=listed.get(str(step.id), ""),
+            link=links.get(str(step.id)),
+            extra={"undo_plan": undo_plan(step)},  # what undo would do now, the inverse rendered as it would be sent
+        )
+        for step in steps
     ]
-    rows += [replace(held_row(node), link=links.get(str(node.id))) for node in _held_nodes(saga)]
+    rows += [
+        replace(held_row(node), link=links.get(str(node.id)), extra={"undo_plan": HELD_UNDO_PLAN})
+        for node in _held_nodes(saga)
+    ]
     return [row for row in rows if (not tool or row.tool == tool) and (not status or row.status == status.lower())]
 
 

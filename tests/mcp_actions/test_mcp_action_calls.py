@@ -44,9 +44,15 @@ def test_forward_receipt_is_the_tool_answer_and_compensation_reads_it(crm: DemoW
     # when it runs forward, then compensates from the stored receipt
     receipt = invoke_forward(contract, context("step-a", **ADA))
     undo = invoke_compensation(contract, context("step-a", compensation=True, result=receipt))
-    # then the receipt holds structuredContent, the undo deleted that contact, and each call carried its key
-    assert receipt == {"tool": "create_contact", "result": {"id": "c-1", **ADA}}
-    assert undo == {"tool": "delete_contact", "result": {"id": "c-1", "deleted": True}}
+    # then the receipt holds the payload (structuredContent) and the answer's text, the undo deleted that contact,
+    # and each call carried its key
+    assert (receipt["tool"], receipt["result"], receipt["result_from"]) == (
+        "create_contact",
+        {"id": "c-1", **ADA},
+        "structuredContent",
+    )
+    assert [block["type"] for block in receipt["content"]] == ["text"]
+    assert (undo["tool"], undo["result"]) == ("delete_contact", {"id": "c-1", "deleted": True})
     assert crm.keys("create_contact") == ["step-a"]
     assert crm.keys("delete_contact") == ["step-a:rollback"]
     assert crm.state()["contacts"] == {}

@@ -59,4 +59,4 @@ def test_a_capture_over_the_limit_sends_nothing(crm: DemoWorld):
 def test_an_answer_within_the_limit_is_the_receipt(crm: DemoWorld):
     receipt = invoke_forward(create_contact(http_server(crm.url)), context("step-s", name="Ada", email="a@x.io"))
 
-    assert receipt == {"tool": "create_contact", "result": {"id": "c-1", "name": "Ada", "email": "a@x.io"}}
+    assert receipt["tool"] == "create_contact" and receipt["result"] == {"id": "c-1", "name": "Ada", "email": "a@x.io"}

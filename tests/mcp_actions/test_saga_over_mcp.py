@@ -3,6 +3,7 @@ compensation tools with the step's idempotency key, and a captured pre-state let
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -86,7 +87,12 @@ def test_failed_transfer_rolls_back_through_the_downstream_tools(operator: Princ
         }
     ]
     assert crm.keys("create_contact") == [str(steps["contact"].id)]
-    assert steps["contact"].compensation_result == {"tool": "delete_contact", "result": {"id": "c-1", "deleted": True}}
+    undone = steps["contact"].compensation_result
+    assert (undone["tool"], undone["result"], undone["result_from"]) == (
+        "delete_contact",
+        {"id": "c-1", "deleted": True},
+        "structuredContent",
+    )
     # and compensation ran newest first: the correcting email, then the delete
     assert [(call["tool"], call["idempotency_key"]) for call in crm.calls() if call["tool"] != "create_contact"] == [
         ("send_email", str(steps["welcome"].id)),
@@ -126,12 +132,15 @@ def test_captured_pre_state_lets_rollback_restore_the_prior_value(operator: Prin
     # then the step's stored result holds the answer and the hashed pre-state
     assert report.count(NodeStatus.COMPLETED) == 1, report.as_dict()
     step = Step.objects.get(node_id=node.id)
-    assert step.result == {
+    kept = {key: step.result[key] for key in ("tool", "result", "result_from", "pre_state", "pre_state_sha256")}
+    assert kept == {
         "tool": "update_contact",
         "result": {**before, "name": "Ada King"},
+        "result_from": "structuredContent",
         "pre_state": before,
         "pre_state_sha256": sha256_hex(before),
     }
+    assert json.loads(step.result["content"][0]["text"]) == kept["result"]  # the answer as the caller got it
     assert crm.state()["contacts"][before["id"]]["name"] == "Ada King"
     # when the saga is rolled back
     saga = coordinator.saga_rollback(actor=operator, saga_id=saga.id)

@@ -1,22 +1,19 @@
 """Compensation packs: Sagaz's format loads, strict validation names every problem's path, two inverses for one
-tool are refused, lookup takes the most specific entry, and references render against a call's arguments, result
-and captured pre-state (the demo pack undoes the demo world for real)."""
+tool are refused, lookup takes the most specific entry, entries translate to the registry's compensation and capture
+templates, and entries the servers cannot use are named. (The packs undo real worlds through the path production
+runs in test_undo.py and test_pack_answer_shapes.py.)"""
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from mcp import Client
 
-from registry.errors import ActionFailure
-from registry.packs import PackError, PackSet, load_packs, parse_pack, render_references, tool_result_payload
+from registry.packs import PackError, PackSet, load_packs, parse_pack
 from registry.templating import template_problems
-from tests.proxy.conftest import EXAMPLES, SAGAZ, load_demo_world
+from tests.proxy.conftest import EXAMPLES, SAGAZ
 
 TOYBOX_PACK = SAGAZ / "packages" / "toybox" / "sagaz-pack.json"
 
@@ -163,58 +160,6 @@ def test_two_equally_specific_globs_for_one_tool_are_refused_at_lookup():
         packs.inverse_for("crm", "delete_contact")
 
 
-def test_references_render_from_args_result_and_pre_state():
-    entry = load_packs([TOYBOX_PACK]).inverse_for("toybox", "update_contact")
-    assert entry is not None
-    # when the inverse is built from the call, its answer and the captured contact (a null company is a value)
-    pre_state = {"id": "c-1", "name": "Ada", "email": "ada@example.com", "company": None}
-    arguments = entry.inverse_arguments({"id": "c-1", "name": "Ada L."}, {"id": "c-1"}, pre_state)
-    # then
-    assert arguments == {"id": "c-1", "name": "Ada", "email": "ada@example.com", "company": None}
-    assert entry.capture_arguments({"id": "c-1", "name": "x"}) == {"id": "c-1"}
-
-
-def test_references_walk_nested_objects_and_lists():
-    scope = {"args": {"items": [{"sku": "a"}, {"sku": "b"}]}, "result": {"order": {"id": 7}}}
-    mapping = {"sku": "$.args.items.1.sku", "order": "$.result.order.id", "whole": "$.result"}
-    assert render_references(mapping, scope, "x") == {"sku": "b", "order": 7, "whole": {"order": {"id": 7}}}
-
-
-@pytest.mark.parametrize(
-    ("mapping", "scope", "detail"),
-    [
-        ({"id": "$.result.id"}, {"args": {}, "result": {"ok": True}}, "$.result has no 'id' (it is a dict)"),
-        (
-            {"id": "$.result.contact.id"},
-            {"args": {}, "result": {"contact": None}},
-            "$.result.contact has no 'id' (it is null)",
-        ),
-        ({"n": "$.pre_state.name"}, {"args": {}, "result": {}}, "no pre-state was captured for this call"),
-        ({"n": "$.args.items.5"}, {"args": {"items": [1]}}, "$.args.items has no '5' (it is a list)"),
-    ],
-)
-def test_missing_reference_is_a_permanent_failure(mapping: dict[str, str], scope: dict[str, Any], detail: str):
-    with pytest.raises(ActionFailure) as caught:
-        render_references(mapping, scope, "demo_pack.json entries[0].inverse.args")
-    failure = caught.value
-    assert (failure.code, failure.retryable) == ("PACK_REFERENCE_MISSING", False)
-    assert failure.message.startswith("demo_pack.json entries[0].inverse.args.")
-    assert detail in failure.message and "The inverse was not run" in failure.message
-
-
-@pytest.mark.parametrize(
-    ("result", "payload"),
-    [
-        ({"structuredContent": {"id": "c-1"}, "content": [{"type": "text", "text": "{}"}]}, {"id": "c-1"}),
-        ({"content": [{"type": "image", "data": ""}, {"type": "text", "text": '{"id": 2}'}]}, {"id": 2}),
-        ({"content": [{"type": "text", "text": "created c-1"}]}, None),
-        ({"content": []}, None),
-    ],
-)
-def test_tool_result_payload(result: dict[str, Any], payload: Any):
-    assert tool_result_payload(result) == payload
-
-
 def test_pack_entries_translate_to_mcp_contract_templates():
     create, delete, _ = load_packs([TOYBOX_PACK]).entries
     # the mapping: $.args -> ${input}, $.result -> ${result}, $.pre_state -> ${pre_state}
@@ -235,40 +180,25 @@ def test_in_force_without_captures_keeps_only_capture_less_entries():
     assert packs.in_force(capture_enabled=True) is packs
 
 
-def test_demo_pack_undoes_the_demo_world():
-    # given the real demo world (in-process, through the MCP client) with one contact, and the demo pack
-    world = load_demo_world()
-    state = world.World()
-    packs = load_packs([EXAMPLES / "demo_pack.json"])
-
-    async def session() -> dict[str, Any]:
-        async with Client(world.build_server(state)) as client:
-
-            async def call(tool: str, arguments: dict[str, Any]) -> Any:
-                result = await client.call_tool(tool, arguments)
-                assert not result.is_error, result
-                return tool_result_payload(result.model_dump(by_alias=True, mode="json"))
-
-            async def undone_call(tool: str, arguments: dict[str, Any]) -> None:
-                entry = packs.inverse_for("demo", tool)
-                assert entry is not None
-                pre_state = (
-                    await call(entry.capture.tool, entry.capture_arguments(arguments)) if entry.capture else None
-                )
-                result = await call(tool, arguments)
-                await call(entry.inverse.tool, entry.inverse_arguments(arguments, result, pre_state))
-
-            ada = await call("create_contact", {"name": "Ada", "email": "ada@example.com"})
-            before = copy.deepcopy(state.snapshot()["contacts"])
-            # when an update, a create and a delete are each followed by the inverse the pack renders
-            await undone_call("update_contact", {"id": ada["id"], "email": "ada@new.example"})
-            await undone_call("create_contact", {"name": "Alan", "email": "alan@example.com"})
-            await undone_call("delete_contact", {"id": ada["id"]})
-            return before
-
-    before = anyio.run(session)
-    # then the contacts are as before: the update restored, the created one gone, the deleted one back under its id
-    assert state.snapshot()["contacts"] == before
+def test_entries_the_servers_cannot_use_are_named_and_give_no_inverse():
+    packs = load_packs([TOYBOX_PACK])
+    # given a server without get_contact (the capture of delete and update) and another with no contact tools
+    offered = {"toybox": ["create_contact", "delete_contact", "update_contact"], "mail": ["send_email"]}
+    warnings = packs.unusable(offered)
+    # then the two entries needing the capture are named, with what is missing; the create stays usable
+    assert len(warnings) == 2 and all("server 'toybox' has no tool 'get_contact'" in w for w in warnings)
+    assert "entries[1]" in warnings[0] and "cannot be undone" in warnings[0]
+    assert packs.usable_for("toybox", "delete_contact", offered["toybox"]) is None
+    assert packs.usable_for("toybox", "create_contact", offered["toybox"]) is not None
+    assert packs.usable_for("toybox", "delete_contact", None) is not None  # not listed yet: not judged
+    # and an entry whose tool no server offers is named too (a typo in the pack)
+    typo = load_packs([], inline=[("inline", _pack(_entry("craete_contact", "delete_contact")))])
+    assert typo.unusable(offered) == [
+        "inline entries[0]: no connected server offers a tool matching 'craete_contact', so the entry is unused. "
+        "Check the tool name (a typo?) or the server it names"
+    ]
+    # a server that is down is not judged
+    assert load_packs([], inline=[("i", _pack(_entry("x", server="down")))]).unusable(offered) == []
 
 
 def test_empty_pack_set_declares_nothing():

@@ -10,10 +10,13 @@ for compensation, `<key>:capture` for the capture read), so a server that dedupl
 The stored forward result (the step's receipt) is an envelope, so compensation templates can read both the tool's
 answer and the state captured before it:
 
-    {"tool": "update_contact", "result": <structuredContent, or the content blocks>,
-     "pre_state": <capture tool answer>, "pre_state_sha256": <sha256 of its canonical JSON>}   # last two with capture
+    {"tool": "update_contact", "result": <the answer's payload>, "result_from": "structuredContent" | "text" | "none",
+     "content": <the answer's content blocks, as the caller got them>,
+     "pre_state": <the capture answer's payload>, "pre_state_sha256": <sha256 of its canonical JSON>}  # with capture
 
-In compensation arguments `${result.x}` reads the envelope's `result` and `${pre_state.x}` its `pre_state`.
+The payload is registry.tool_answers' rule, the one every reader of a tool's answer applies: structuredContent,
+else the first text block parsed as JSON, else none (null). In compensation arguments `${result.x}` reads the
+envelope's `result` and `${pre_state.x}` its `pre_state`.
 
 Failures are honest about what may have happened: anything before the tools/call request left (connecting,
 resolving secrets, rendering arguments, the capture read) is `uncertain=False`; a lost or unusable answer after it
@@ -39,7 +42,7 @@ import anyio
 from registry.actions import result_limit
 from registry.actions.context import InvocationContext
 from registry.actions.mcp import _request
-from registry.actions.mcp._answer import TEXT_LIMIT, outcome, pre_state_of, raw_output, size_of
+from registry.actions.mcp._answer import TEXT_LIMIT, kept_output, outcome, pre_state_of, size_of
 from registry.actions.mcp._connection import (
     DEFAULT_TIMEOUT_SECONDS,
     USER_AGENT,
@@ -79,7 +82,7 @@ async def _invoke(
             if capture is not None:
                 progress.phase = "capture"
                 progress.captured = await client.call_tool(capture.tool, capture.arguments, meta=capture.meta)
-                progress.captured_bytes = size_of(raw_output(progress.captured))
+                progress.captured_bytes = size_of(kept_output(progress.captured))
                 if progress.captured.is_error or progress.captured_bytes > result_limit.limit():
                     return  # outcome refuses: the forward call is not made
             progress.phase = "call"

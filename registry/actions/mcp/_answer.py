@@ -1,7 +1,8 @@
 """Reading the answers of a `kind: mcp` invocation into the step's receipt, or into the failure they mean.
 
-The forward receipt is the envelope the package docstring shows: `{"tool", "result"}`, plus `pre_state` and
-`pre_state_sha256` when the contract declares a capture.
+The forward receipt is the envelope the package docstring shows: `{"tool", "result", "result_from", "content"}`
+(`result` is the answer's payload by registry.tool_answers' rule, `content` its content blocks as the caller got
+them), plus `pre_state` (the capture answer's payload) and `pre_state_sha256` when the contract declares a capture.
 
 `isError: true` is a permanent failure unless the call sets `is_error_retryable`; a capture that answers isError
 stops the call before the forward tool is sent. A success answer over SAGA_MAX_ACTION_RESULT_BYTES is
@@ -22,6 +23,7 @@ from registry.actions.mcp._connection import Connection, Progress
 from registry.actions.mcp._request import ToolCall
 from registry.errors import ActionFailure
 from registry.secrets import scrub
+from registry.tool_answers import answer_text, payload_of
 
 # Text kept from an isError answer, an oversized result or a stdio server's stderr, in receipts and messages.
 TEXT_LIMIT = 2000
@@ -45,14 +47,14 @@ def outcome(
         pre_state = pre_state_of(progress.captured, conn)
     answer = progress.answer
     assert answer is not None  # the invocation either sets it, returns after a refused capture, or raises
-    if not answer.is_error and not compensation and (size := size_of(raw_output(answer))) > result_limit.limit():
+    if not answer.is_error and not compensation and (size := size_of(kept_output(answer))) > result_limit.limit():
         raise _result_too_large(answer, size, conn, tool, pre_state)
     output = scrub(_tool_output(answer), conn.secrets)
     if answer.is_error:
         retryable = bool(request.get("is_error_retryable", False))
         raise ActionFailure(
             "MCP_TOOL_ERROR",
-            f"Tool {tool} on {conn.where} answered isError: {_error_text(output)}. The tool reported a failure"
+            f"Tool {tool} on {conn.where} answered isError: {_error_text(answer, conn)}. The tool reported a failure"
             + (
                 "; the contract treats this as temporary, so it is retried with the same idempotency key."
                 if retryable
@@ -60,13 +62,14 @@ def outcome(
                 "the tool's answer."
             ),
             retryable=retryable,
-            receipt={"tool": tool, "is_error": True, "result": output, **pre_state},
+            receipt={"tool": tool, "is_error": True, **output, **pre_state},
         )
-    return {"tool": tool, "result": output, **pre_state}
+    return {"tool": tool, **output, **pre_state}
 
 
 def pre_state_of(captured: CallToolResult, conn: Connection) -> dict[str, Any]:
-    state = scrub(_tool_output(captured), conn.secrets)
+    """The capture read's payload (the state the inverse restores), as `pre_state` with its hash."""
+    state = scrub(payload_of(wire(captured)).value, conn.secrets)
     return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
 
 
@@ -75,11 +78,11 @@ def _capture_refused(captured: CallToolResult, conn: Connection, capture: ToolCa
     output = scrub(_tool_output(captured), conn.secrets)
     return ActionFailure(
         "MCP_CAPTURE_FAILED",
-        f"The capture tool {name} on {conn.where} answered isError: {_error_text(output)}. The state before the "
-        "call could not be read, so the forward call was NOT made (nothing changed). Check the input; retrying the "
-        "same arguments will fail the same way.",
+        f"The capture tool {name} on {conn.where} answered isError: {_error_text(captured, conn)}. The state "
+        "before the call could not be read, so the forward call was NOT made (nothing changed). Check the input; "
+        "retrying the same arguments will fail the same way.",
         retryable=False,
-        receipt={"tool": name, "is_error": True, "result": output},
+        receipt={"tool": name, "is_error": True, **output},
     )
 
 
@@ -99,38 +102,41 @@ def _result_too_large(
     answer: CallToolResult, size: int, conn: Connection, tool: str, pre_state: dict[str, Any]
 ) -> ActionFailure:
     # Redact before cutting: a cut through a secret would leave a prefix no longer matched.
-    head = clip(scrub(json.dumps(raw_output(answer), ensure_ascii=False), conn.secrets))
+    head = clip(scrub(json.dumps(kept_output(answer), ensure_ascii=False), conn.secrets))
     answered = f"Tool {tool} on {conn.where} reported success with {size} bytes of JSON"
     return result_limit.too_large(answered, {"tool": tool, "bytes": size, "text": head, **pre_state})
 
 
-def raw_output(result: CallToolResult) -> Any:
-    """structuredContent when the tool gave it, else its content blocks as JSON."""
-    if result.structured_content is not None:
-        return result.structured_content
-    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+def wire(result: CallToolResult) -> dict[str, Any]:
+    """The answer as it went over the wire (`content`, `structuredContent`, `isError`)."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def kept_output(result: CallToolResult) -> dict[str, Any]:
+    """What the receipt keeps of an answer: its payload (registry.tool_answers), where the payload came from, and
+    the content blocks as the caller got them."""
+    answer = wire(result)
+    payload = payload_of(answer)
+    return {"result": payload.value, "result_from": payload.source, "content": answer.get("content", [])}
 
 
 def size_of(output: Any) -> int:
     return len(canonical_json(output))
 
 
-def _tool_output(result: CallToolResult) -> Any:
-    """The tool's output (raw_output), truncated past SAGA_MAX_ACTION_RESULT_BYTES: what an isError receipt or a
-    compensation's answer keeps (a forward result or a capture past the limit fails the call instead)."""
-    output = raw_output(result)
+def _tool_output(result: CallToolResult) -> dict[str, Any]:
+    """The receipt's part for an answer (kept_output), cut past SAGA_MAX_ACTION_RESULT_BYTES: what an isError
+    receipt or a compensation's answer keeps (a forward result or a capture past the limit fails the call instead)."""
+    output = kept_output(result)
     size = size_of(output)
     if size <= result_limit.limit():
         return output
-    return {"truncated": True, "bytes": size, "text": json.dumps(output, ensure_ascii=False)[:TEXT_LIMIT]}
+    text = json.dumps(output, ensure_ascii=False)[:TEXT_LIMIT]
+    return {"result": {"truncated": True, "bytes": size, "text": text}, "result_from": "none", "content": []}
 
 
-def _error_text(output: Any) -> str:
-    if isinstance(output, list):
-        texts = [block.get("text", "") for block in output if isinstance(block, dict) and block.get("type") == "text"]
-        if any(texts):
-            return clip(" ".join(texts))
-    return clip(json.dumps(output, ensure_ascii=False))
+def _error_text(result: CallToolResult, conn: Connection) -> str:
+    return clip(scrub(answer_text(wire(result)), conn.secrets))
 
 
 def clip(text: str) -> str:

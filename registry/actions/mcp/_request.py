@@ -15,6 +15,7 @@ from mcp.types import RequestParamsMeta
 from opentelemetry import propagate
 
 from registry.actions.context import InvocationContext
+from registry.compensation_plan import compensation_scope
 from registry.errors import ActionFailure
 from registry.templating import render
 
@@ -41,10 +42,9 @@ def kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
 def scope(ctx: InvocationContext, compensation: bool) -> dict[str, Any]:
     names = ctx.template_scope()
     if compensation:
-        # The forward result is our envelope: templates see the tool's answer as `result`, the capture as `pre_state`.
-        stored = ctx.result if isinstance(ctx.result, dict) else {}
-        names["result"] = stored.get("result")
-        names["pre_state"] = stored.get("pre_state")
+        # The forward result is our envelope: templates see the answer's payload as `result`, the capture's as
+        # `pre_state` (registry.compensation_plan, the scope every inverse is built from).
+        return compensation_scope(names, ctx.result)
     return names
 
 

@@ -1,5 +1,7 @@
-"""`semantic-saga packs --config FILE`: the compensation packs a proxy configuration loads, and, per downstream
-server, the tools no pack covers (each with the class the proxy gives it, so the ones worth a pack stand out).
+"""`semantic-saga packs --config FILE`: the compensation packs a proxy configuration loads, per downstream server
+the tools no pack covers (each with the class the proxy gives it, so the ones worth a pack stand out), and a warning
+per pack entry the servers cannot use (no tool it matches, or no capture or inverse tool to call), as the proxy
+says at start.
 
 The servers are connected as the proxy would connect them (one DownstreamManager each, so a name collision
 between two servers does not hide either's tools); a server that does not answer is reported as such, and the
@@ -77,6 +79,13 @@ class Command(BaseCommand):
         for server in servers:
             self.stdout.write("")
             self.stdout.write(self._uncovered(config, server, paint))
+        offered = {s.spec.name: [tool.name for tool in s.tools] for s in servers if s.tools is not None}
+        if warnings := config.packs.unusable(offered):
+            self.stdout.write("")
+            self.stdout.write(
+                paint(f"{len(warnings)} pack entr{'y' if len(warnings) == 1 else 'ies'} unusable", "yellow")
+            )
+            self.stdout.write("\n".join(f"  warning: {warning}" for warning in warnings))
         if any(server.tools is None for server in servers):
             sys.exit(1)
 

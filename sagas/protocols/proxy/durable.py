@@ -84,7 +84,7 @@ class DurableCallPath:
         self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
         self.held_tasks = HeldCallTasks(self, _refusal)
-        self.forwarder = Forwarder(downstreams, self.packs, config.max_result_bytes, self._op)
+        self.forwarder = Forwarder(downstreams, self.trust.pack_entry, config.max_result_bytes, self._op)
         self.tasks = TaskService({HELD_CALL: self.held_tasks})
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult | types.InputRequiredResult:
@@ -230,7 +230,7 @@ class DurableCallPath:
 
     def _facts(self, request: ProxiedCall) -> CallFacts:
         tool = request.definition
-        entry = self.packs.inverse_for(request.server, request.tool)
+        entry = self.trust.pack_entry(request.server, request.tool)
         found = self.trust.classify(request.server, tool)
         client_name = request.client.client_name or ""
         tenant = request.principal.tenant_id

@@ -15,7 +15,9 @@ from mcp.shared.exceptions import MCPError
 
 from governance.identity.principal import Principal
 from registry.errors import ActionFailure
-from registry.packs import PackSet, tool_result_payload
+from registry.packs import PackEntry
+from registry.templating import render
+from registry.tool_answers import answer_text, payload_of
 from sagas.protocols.proxy.calls import ProxiedCall, not_sent_result, too_large_result, uncertain_result
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
 from sagas.proxied_facts import CallOutcome
@@ -26,6 +28,8 @@ GONE_WHILE_OUT = "the client went away while the call was out, so its answer was
 
 # Runs one operation of the table for a principal (the durable path's journal).
 Op = Callable[..., Awaitable[dict[str, Any]]]
+# The usable pack entry of (server, tool), if any (sagas.protocols.proxy.trust ToolTrust.pack_entry).
+PackEntryFor = Callable[[str, str], PackEntry | None]
 
 
 class CaptureFailed(Exception):
@@ -33,9 +37,9 @@ class CaptureFailed(Exception):
 
 
 class Forwarder:
-    def __init__(self, downstreams: DownstreamManager, packs: PackSet, max_result_bytes: int, op: Op) -> None:
+    def __init__(self, downstreams: DownstreamManager, pack_entry: PackEntryFor, max_result_bytes: int, op: Op) -> None:
         self.downstreams = downstreams
-        self.packs = packs
+        self.pack_entry = pack_entry
         self.max_result_bytes = max_result_bytes  # ledger.maxResultBytes: what the journal keeps of an answer
         self.op = op
 
@@ -94,22 +98,24 @@ class Forwarder:
     async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
         """The pack's capture read, after the gate and before the call (its answer is the step's `pre_state`, which
         the inverse reads); None when the tool's pack entry has no capture. CaptureFailed: the call is not sent."""
-        entry = self.packs.inverse_for(request.server, request.tool)
-        if entry is None or entry.capture is None:
+        entry = self.pack_entry(request.server, request.tool)
+        capture = entry.as_mcp_contract_parts().get("capture") if entry else None
+        if entry is None or capture is None:
             return None
         meta = {IDEMPOTENCY_META_KEY: f"{begun['step_id']}:capture"}
-        where = f"the capture read {entry.capture.tool} (declared by {entry.source})"
+        where = f"the capture read {capture['tool']} (declared by {entry.source})"
         try:
-            arguments = entry.capture_arguments(request.arguments)
+            # The registry's templating renders it, as it renders every capture and compensation.
+            arguments = render(capture["arguments"], {"input": request.arguments}, "capture.arguments")
             read = await self.downstreams.call_tool(
-                request.server, entry.capture.tool, arguments, relay=request.relay, meta=meta
+                request.server, capture["tool"], arguments, relay=request.relay, meta=meta
             )
         except (ActionFailure, DownstreamUnavailable, DownstreamLost, ResultTooLarge, MCPError) as error:
             raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
         answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
         if read.is_error:
-            raise CaptureFailed(f"{where} answered an error ({tool_result_payload(answer)}), so the call was not sent")
-        return tool_result_payload(answer)
+            raise CaptureFailed(f"{where} answered an error ({answer_text(answer)}), so the call was not sent")
+        return payload_of(answer).value
 
     async def record(
         self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]

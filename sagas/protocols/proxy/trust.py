@@ -21,7 +21,7 @@ from typing import Any
 import mcp.types as types
 
 from governance.policy.gates import GateDecision, GatePolicy, gate_for
-from registry.packs import PackSet
+from registry.packs import PackEntry, PackSet
 from registry.tool_classes import Classification, ClassRule, classify
 from registry.tool_pins import PinState, observe, recheck, tool_definition
 from sagas.protocols.proxy.catalog import Catalog, definition_hash
@@ -43,6 +43,9 @@ class ToolTrust:
         self.gates = gates
         # (server, tool) -> (the definition hash the state was decided for, the state)
         self.states: dict[tuple[str, str], tuple[str, PinState]] = {}
+        # server -> the tools it lists now: a pack entry whose inverse or capture tool is not among them is unusable
+        self.offered: dict[str, frozenset[str]] = {}
+        self._warned: set[str] = set()
 
     async def observe(self, catalog: Catalog) -> None:
         """Record the definitions every connected server lists now and keep each tool's pin state."""
@@ -55,6 +58,19 @@ class ToolTrust:
         for server, listed in by_server.items():
             states = await self.journal.run(functools.partial(observe, server, listed))
             self.states.update({(server, name): (hashes[(server, name)], state) for name, state in states.items()})
+        self.offered = {listing.spec.name: frozenset(t.name for t in listing.tools) for listing in catalog.listings}
+        self._warn_unusable_packs()
+
+    def _warn_unusable_packs(self) -> None:
+        """Say once per process each pack entry the servers listed now cannot use (registry.packs PackSet.unusable)."""
+        for warning in self.packs.unusable(self.offered):
+            if warning not in self._warned:
+                self._warned.add(warning)
+                logger.warning("compensation pack: %s", warning)
+
+    def pack_entry(self, server: str, tool: str) -> PackEntry | None:
+        """The pack entry that undoes `tool` on `server`, if the server offers the tools it calls."""
+        return self.packs.usable_for(server, tool, self.offered.get(server))
 
     async def recheck(self, server: str, tool: types.Tool) -> None:
         """Read an untrusted tool's pin again (an operator may have accepted its definition since, in any process,
@@ -113,12 +129,12 @@ class ToolTrust:
         return GateDecision("confirm", "definition_changed", reason, gate.approver)
 
     def inverse_source(self, server: str, tool: str) -> str:
-        entry = self.packs.inverse_for(server, tool)
+        entry = self.pack_entry(server, tool)
         return f'pack "{entry.pack}" ({entry.source})' if entry else ""
 
     def _cascade(self, server: str, name: str, annotations: types.ToolAnnotations | None) -> Classification:
         hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
-        entry = self.packs.inverse_for(server, name)
+        entry = self.pack_entry(server, name)
         return classify(
             name, server, hints, self.rules, entry is not None, inverse_source=self.inverse_source(server, name)
         )

@@ -1,0 +1,120 @@
+"""What an undo of a proxy session does with each call, decided from what the call kept, before anything is sent.
+
+The undo walk (sagas.coordinator._undo_walk), its dry run and the ledger's `undo_plan` all read it here, so the plan
+a person sees is the plan that runs: the verdict, and for an R call its inverse rendered exactly as the compensation
+will send it (registry.compensation_plan, from the receipt the compensation reads). An inverse that cannot be built
+(a result that carries no JSON, one kept only in part, a missing field) is `cannot_undo` with the reason, as soon as
+the call is journaled, not at undo time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from registry.compensation_plan import InversePlan, inverse_plan
+from registry.contracts import has_compensation
+from registry.templating import references_forward_answer
+from sagas.models import Step
+from sagas.states import StepStatus
+
+NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
+
+
+@dataclass(frozen=True)
+class UndoItem:
+    """What the walk did (or, in a dry run, would do) with one proxied call."""
+
+    seq: int
+    step_id: str
+    tool: str
+    server: str
+    effect_class: str
+    # undone | would_undo | cannot_undo | needs_decision | no_way_back | skipped | already_undone | drifted | failed
+    # | left
+    verdict: str
+    detail: str
+    inverse: dict[str, Any] | None = None  # {"tool", "arguments"} when an inverse is declared and can be built
+
+
+def forward_receipt(step: Step) -> Any:
+    """What the compensation templates read as the forward result: the stored result, or, for an uncertain step
+    whose answer never arrived, the receipt its action kept (an MCP capture's pre_state) when the compensation
+    reads only that pre-state. Restoring a captured prior state is correct whether or not the lost call applied."""
+    if step.result is not None:
+        return step.result
+    receipt = (step.error or {}).get("receipt") if isinstance(step.error, dict) else None
+    compensation = step.action_definition.get("compensation", {})
+    if (
+        step.uncertain_outcome
+        and isinstance(receipt, dict)
+        and "pre_state" in receipt
+        and not references_forward_answer(compensation)
+    ):
+        return receipt
+    return None
+
+
+def step_inverse(step: Step) -> InversePlan | None:
+    """The step's inverse as its compensation would send it now, or None when it declares none."""
+    compensation = step.action_definition.get("compensation")
+    if not isinstance(compensation, dict):
+        return None
+    base = {"input": step.input, "saga": {"id": str(step.saga_id)}, "step": {"id": str(step.id)}}
+    return inverse_plan(compensation, base, forward_receipt(step))
+
+
+def verdict_of(step: Step) -> tuple[str, str]:
+    """What the walk does with `step`, before any call."""
+    effect_class = proxy_section(step).get("class", "unknown")
+    if step.status == StepStatus.COMPENSATED:
+        return "already_undone", "undone by an earlier rollback"
+    if step.status in NOT_SENT:
+        return "skipped", f"{step.status.lower()}: it never reached the world"
+    if step.status == StepStatus.FAILED and not step.uncertain_outcome:
+        return "skipped", "failed: the tool answered an error or the call was never sent"
+    if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
+        return "skipped", "a read: nothing to undo"
+    if has_compensation(step.action_definition):
+        plan = step_inverse(step)
+        if plan is not None and plan.problem:
+            return "cannot_undo", plan.problem
+        return "would_undo", "its inverse would run"
+    if effect_class == "C":
+        return "needs_decision", "cannot be undone, only corrected afterwards: an operator decides what to do"
+    if effect_class == "I":
+        return "no_way_back", "irreversible: no way back once executed"
+    if not proxy_section(step):
+        return "no_way_back", f"{step.action} declares no compensation: its effect remains"
+    return "no_way_back", f"class {effect_class}: no inverse is declared (add a pack entry to make it undoable)"
+
+
+def item(step: Step, verdict: str, detail: str) -> UndoItem:
+    proxy = proxy_section(step)
+    plan = step_inverse(step)
+    return UndoItem(
+        seq=step.sequence,
+        step_id=str(step.id),
+        tool=str(proxy.get("exposed_name") or proxy.get("tool", step.action)),
+        server=str(proxy.get("server", "")),
+        effect_class=str(proxy.get("class", "unknown")),
+        verdict=verdict,
+        detail=detail,
+        inverse={"tool": plan.tool, "arguments": plan.arguments} if plan and plan.arguments is not None else None,
+    )
+
+
+def undo_plan(step: Step) -> dict[str, Any]:
+    """The ledger's `undo_plan` of a step: the verdict, why, and the inverse as it would be sent."""
+    verdict, detail = verdict_of(step)
+    plan = step_inverse(step)
+    return {
+        "verdict": verdict,
+        "detail": detail,
+        "inverse": plan.as_json() if plan is not None else None,
+    }
+
+
+def proxy_section(step: Step) -> dict[str, Any]:
+    section = step.action_definition.get("proxy", {})
+    return section if isinstance(section, dict) else {}

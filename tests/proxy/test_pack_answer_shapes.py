@@ -1,0 +1,158 @@
+"""Sagaz's toybox pack through the path production runs, against a CRM answering in every shape MCP servers answer
+in: text JSON only (Sagaz's toybox, most servers), structuredContent only, both, text that is not JSON, and isError.
+
+The official client calls through the journaled proxy (the toybox over stdio, Sagaz's pack unchanged), then
+`semantic-saga undo` runs the inverses the registry renders from the stored payload: create, update and delete are
+undone exactly; a real drift is detected and `--force` restores; a result that carries no JSON is `cannot_undo` in
+the ledger's undo plan and in `undo --dry-run` as soon as the call is journaled, and the undo then says why."""
+
+from __future__ import annotations
+
+import json
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from django.core.management import call_command
+
+from sagas.models import Saga, Step
+from sagas.protocols.proxy.runtime import journaled
+from tests.proxy.agent import connect, text
+from tests.proxy.conftest import SAGAZ
+from tests.proxy.harness import config_file, serve_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOYBOX = Path(__file__).resolve().parent / "toybox_server.py"
+TOYBOX_PACK = SAGAZ / "packages" / "toybox" / "sagaz-pack.json"
+Call = tuple[str, dict[str, Any]]
+GRACE = {"id": "c-1", "name": "Grace", "email": "grace@example.com", "company": "Navy"}
+ALAN = {"id": "c-2", "name": "Alan", "email": "alan@example.com", "company": None}
+STORY: list[Call] = [
+    ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+    ("update_contact", {"id": "c-1", "email": "grace@new.example", "company": None}),
+    ("delete_contact", {"id": "c-2"}),
+]
+
+
+@pytest.fixture(autouse=True)
+def _acme(settings: Any) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
+
+
+def _world_file(tmp_path: Path) -> Path:
+    world = tmp_path / "toybox.json"
+    world.write_text(json.dumps({"contacts": {"c-1": GRACE, "c-2": ALAN}, "next": 3, "seen": {}}))
+    return world
+
+
+def _contacts(world: Path) -> dict[str, Any]:
+    return dict(json.loads(world.read_text())["contacts"])
+
+
+def _session(tmp_path: Path, world: Path, answers: str, calls: list[Call]) -> list[Any]:
+    """One client session through the journaled proxy in front of the toybox answering in `answers`."""
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--answers", answers]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> list[Any]:
+            async with connect(served.url, "legacy") as client:
+                return [await client.call_tool(tool, arguments) for tool, arguments in calls]
+
+        return anyio.run(session)
+
+
+def _command(*args: str) -> tuple[str, int]:
+    out = StringIO()
+    try:
+        call_command(*args, stdout=out)
+    except SystemExit as exited:
+        return out.getvalue(), int(exited.code or 0)
+    return out.getvalue(), 0
+
+
+def _verdicts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(item["tool"], item["verdict"]) for item in report["items"]]
+
+
+@pytest.mark.parametrize("answers", ["text", "structured", "both"])
+def test_the_toybox_story_is_undone_exactly_whatever_the_answer_shape(tmp_path: Path, answers: str):
+    world = _world_file(tmp_path)
+    before = _contacts(world)
+    answered = _session(tmp_path, world, answers, STORY)
+    assert not any(answer.is_error for answer in answered), [text(answer) for answer in answered]
+    # the agent got what the server answered; the step keeps it, and the payload the pack reads
+    create = Step.objects.get(action="proxy.toybox.create_contact")
+    assert create.result["result"]["id"] == "c-3"
+    assert create.result["result_from"] == ("text" if answers == "text" else "structuredContent")
+    # the dry run renders each inverse exactly as the undo will send it
+    dry = json.loads(_command("undo", "--dry-run", "--json")[0])
+    assert _verdicts(dry) == [("delete_contact", "would_undo"), ("update_contact", "would_undo"),
+                              ("create_contact", "would_undo")]  # fmt: skip
+    assert dry["items"][2]["inverse"] == {"tool": "delete_contact", "arguments": {"id": "c-3"}}
+    # when undone
+    shown, code = _command("undo", "--json")
+    report = json.loads(shown)
+    # then the world is as before, ids and a null company included
+    assert code == 0 and report["status"] == "ROLLED_BACK", report
+    assert _contacts(world) == before
+
+
+def test_a_real_drift_is_refused_and_force_restores(tmp_path: Path):
+    world = _world_file(tmp_path)
+    before = _contacts(world)
+    _session(tmp_path, world, "text", STORY[1:2])
+    # given someone changes Grace behind the proxy's back
+    data = json.loads(world.read_text())
+    data["contacts"]["c-1"]["name"] = "Grace Hopper"
+    world.write_text(json.dumps(data))
+    # when undone: the drift is seen on the text-JSON re-read, the inverse refused
+    shown, code = _command("undo", "--json")
+    report = json.loads(shown)
+    assert code == 1 and _verdicts(report) == [("update_contact", "drifted")]
+    assert "name changed since the call" in report["items"][0]["detail"]
+    assert _contacts(world)["c-1"]["name"] == "Grace Hopper"
+    # and --force writes the captured values back
+    shown, code = _command("undo", "--force", "--json")
+    assert code == 0 and json.loads(shown)["status"] == "ROLLED_BACK"
+    assert _contacts(world) == before
+
+
+def test_no_false_drift_when_nothing_changed_the_world(tmp_path: Path):
+    world = _world_file(tmp_path)
+    _session(tmp_path, world, "text", STORY[1:3])
+    dry = json.loads(_command("undo", "--dry-run", "--json")[0])
+    assert _verdicts(dry) == [("delete_contact", "would_undo"), ("update_contact", "would_undo")]
+
+
+def test_a_result_that_carries_no_json_cannot_be_undone_and_says_so_at_once(tmp_path: Path):
+    world = _world_file(tmp_path)
+    answered = _session(tmp_path, world, "plain", STORY[:1])
+    assert text(answered[0]).startswith("Done: id c-3")  # the agent got the sentence the server wrote
+    # the ledger's undo plan says it as soon as the call is journaled
+    row = json.loads(_command("ledger", "--json")[0].splitlines()[0])
+    assert row["undo_plan"]["verdict"] == "cannot_undo"
+    assert row["undo_plan"]["detail"] == "cannot be undone: the result carries no JSON (its text is not JSON)"
+    # the dry run says the same, not "would undo"
+    dry = json.loads(_command("undo", "--dry-run", "--json")[0])
+    assert _verdicts(dry) == [("create_contact", "cannot_undo")]
+    # and the undo sends nothing, fails visibly with the reason, and the contact stays
+    shown, code = _command("undo", "--json")
+    report = json.loads(shown)
+    assert code == 1 and report["status"] == "ROLLBACK_FAILED"
+    assert "the result carries no JSON" in report["items"][0]["detail"]
+    step = Step.objects.get(action="proxy.toybox.create_contact")
+    assert step.compensation_error["code"] == "INVERSE_CANNOT_BE_BUILT"
+    assert "c-3" in _contacts(world)
+
+
+def test_an_is_error_call_changed_nothing_and_is_skipped(tmp_path: Path):
+    world = _world_file(tmp_path)
+    answered = _session(tmp_path, world, "text", [("create_contact", {"name": "X", "email": "fail@example.com"})])
+    assert answered[0].is_error
+    report = json.loads(_command("undo", "--json")[0])
+    assert _verdicts(report) == [("create_contact", "skipped")] and report["status"] == "ROLLED_BACK"
+    assert Saga.objects.get().status == "ROLLED_BACK"
