@@ -156,3 +156,27 @@ def test_an_is_error_call_changed_nothing_and_is_skipped(tmp_path: Path):
     report = json.loads(_command("undo", "--json")[0])
     assert _verdicts(report) == [("create_contact", "skipped")] and report["status"] == "ROLLED_BACK"
     assert Saga.objects.get().status == "ROLLED_BACK"
+
+
+def test_an_entry_whose_inverse_the_server_lacks_gives_no_r_and_is_named_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    # given a pack whose inverse names a tool the toybox does not have (a typo)
+    pack = tmp_path / "typo-pack.json"
+    entry = {"tool": "update_contact", "inverse": {"tool": "restore_contact", "args": {"id": "$.args.id"}}}
+    pack.write_text(json.dumps({"name": "typo", "description": "a typo", "entries": [entry]}))
+    world = _world_file(tmp_path)
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(pack)], policy={"class": {"unknown": "allow"}})
+    with caplog.at_level("WARNING", logger="sagas.protocols.proxy"), serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> Any:
+            async with connect(served.url, "legacy") as client:
+                return await client.call_tool("update_contact", {"id": "c-1", "name": "Grace H."})
+
+        answered = anyio.run(session)
+    # then the proxy said so at start, and the call is not R (its inverse could never be called)
+    assert "server 'toybox' has no tool 'restore_contact'" in caplog.text
+    assert not answered.is_error
+    step = Step.objects.get(action="proxy.toybox.update_contact")
+    assert step.action_definition["proxy"]["class"] == "unknown" and "compensation" not in step.action_definition

@@ -22,6 +22,7 @@ VERDICTS = {
     "would_undo": ("would undo", "green"),
     "needs_decision": ("needs a decision", "yellow"),
     "no_way_back": ("no way back", "red"),
+    "cannot_undo": ("cannot undo", "red"),
     "skipped": ("skipped", "dim"),
     "already_undone": ("already undone", "dim"),
     "drifted": ("refused: drift", "red"),
