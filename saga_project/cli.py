@@ -13,6 +13,8 @@ Two things happen before the command runs:
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import os
 import sys
@@ -83,16 +85,29 @@ def set_up_for(command: str) -> None:
     from django.apps import apps
     from django.conf import settings
 
-    behind = False
+    behind = operator = False
     if os.environ["DJANGO_SETTINGS_MODULE"] == FULL_SETTINGS and not apps.ready:
         full: Any = importlib.import_module(FULL_SETTINGS)
         behind = full.SAGA_USES_HOME and home.unapplied_migrations(Path(full.DATABASES["default"]["NAME"]))
         # A database still to be migrated is migrated with every app's migrations: the full set-up, this once.
         if command in OPERATOR_VERBS and not behind:
             os.environ["DJANGO_SETTINGS_MODULE"] = OPERATOR_SETTINGS
+            operator = True
     django.setup()
+    if operator:
+        atexit.register(_leave_quickly)
     if getattr(settings, "SAGA_USES_HOME", False) and command not in NO_FIRST_USE:
         _make_home_ready(settings, command, behind=behind)
+
+
+def _leave_quickly() -> None:
+    """At an operator verb's exit: close the database connections, then spare the interpreter its last garbage
+    collection, a walk over every object of some 700 modules (60-120 ms, a fifth of the command) that would find
+    nothing left to finalize. Runs as an atexit handler: after the command, whatever its exit status."""
+    from django.db import connections
+
+    connections.close_all()
+    gc.freeze()
 
 
 def _make_home_ready(settings: Any, command: str, *, behind: bool) -> None:
