@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.core.checks import run_checks
 
+from audit import write_behind
 from saga_project import checks
 from saga_project.database import configure_postgresql, pool_problem
 from saga_project.environment import SettingsEnv
@@ -84,7 +85,8 @@ def test_pipelining_without_libpq_support_is_a_startup_check_error(monkeypatch: 
     assert "saga.E043" not in [m.id for m in run_checks()]  # this machine's psycopg has pipeline mode
     postgres = {"default": {"ENGINE": "django.db.backends.postgresql"}}
     monkeypatch.setattr(checks, "settings", SimpleNamespace(DATABASES=postgres, SAGA_PG_PIPELINE=pipeline))
-    monkeypatch.setattr(checks, "pipeline_supported", lambda: False)  # an old system libpq, which we cannot install
+    # an old system libpq, which we cannot install (the check imports the probe when PostgreSQL is configured)
+    monkeypatch.setattr(write_behind, "pipeline_supported", lambda: False)
     messages = checks.pipeline_check()
     if pipeline:
         assert [m.id for m in messages] == ["saga.E043"] and "SAGA_PG_PIPELINE=false" in (messages[0].hint or "")
