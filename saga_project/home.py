@@ -107,7 +107,8 @@ def unapplied_migrations(database: Path) -> bool:
     if not database.exists():
         return True
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)) as connection:
+        read_only = f"{database.absolute().as_uri()}?mode=ro"  # as_uri: a space or '#' in the path stays a path
+        with contextlib.closing(sqlite3.connect(read_only, uri=True, timeout=30)) as connection:
             applied = set(connection.execute("SELECT app, name FROM django_migrations"))
     except sqlite3.Error:
         return True  # no django_migrations table yet: `migrate` makes it
