@@ -82,7 +82,8 @@ screenshots: dev-venv
 	SAGA_SCREENSHOTS_DIR=docs/img DATABASE_URL=sqlite:///semantic-saga-test.db $(BIN)/pytest tests/e2e -q
 
 ## bench: the benchmark suite (bench/run.py) against local PostgreSQL and a private redis-server; prints one table
-## and writes bench/results/<date>.json (add BENCH_ARGS=--write-docs to refresh docs/benchmarks.md)
+## and writes bench/results/<date>.json (add BENCH_ARGS=--write-docs to refresh docs/benchmarks.md). Its phase cli
+## times each operator verb of the command line beside a bare `python -c pass` (bench/cli_wall.py runs it alone)
 bench: dev-venv $(VENV)/.bench-extra
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
