@@ -180,3 +180,30 @@ def test_an_entry_whose_inverse_the_server_lacks_gives_no_r_and_is_named_at_star
     assert not answered.is_error
     step = Step.objects.get(action="proxy.toybox.update_contact")
     assert step.action_definition["proxy"]["class"] == "unknown" and "compensation" not in step.action_definition
+
+
+def test_undo_from_another_directory_starts_the_server_where_the_proxy_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # given a server whose script is named relative to the directory the proxy runs in (as Sagaz's config does)
+    world = _world_file(tmp_path)
+    before = _contacts(world)
+    script = str(TOYBOX.relative_to(Path.cwd()))
+    server = {"command": sys.executable, "args": [script, "--state", str(world), "--answers", "text"]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> None:
+            async with connect(served.url, "legacy") as client:
+                for tool, arguments in STORY:
+                    assert not (await client.call_tool(tool, arguments)).is_error
+
+        anyio.run(session)
+    # when the operator undoes it from another directory
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    shown, code = _command("undo", "--json")
+    # then the inverses reached the same server
+    assert code == 0 and json.loads(shown)["status"] == "ROLLED_BACK"
+    assert _contacts(world) == before

@@ -61,8 +61,10 @@ logger = logging.getLogger("sagas.protocols.proxy")
 # Client sessions one proxy process keeps in memory: far more than its live connections; a forgotten one's next
 # call opens a new session saga.
 SESSIONS_REMEMBERED = 10_000
-# How often a held call asks whether it was decided, and sends the client a progress notification.
-HOLD_POLL_SECONDS = 0.5
+# How often a held call asks whether it was decided (one indexed read; an approval is carried out within it), and
+# how often it tells the client it is still waiting (a progress notification, the first one at once).
+HOLD_POLL_SECONDS = 0.2
+HOLD_PROGRESS_SECONDS = 2.0
 
 
 @dataclass
@@ -312,6 +314,7 @@ class DurableCallPath:
     async def _decision(self, request: ProxiedCall, facts: CallFacts, held: dict[str, str]) -> dict[str, Any]:
         timeout = facts.confirm_timeout_seconds
         started = time.monotonic()
+        told = -HOLD_PROGRESS_SECONDS  # when the client was last told (waited seconds)
         try:
             while True:
                 decision = await self._op("proxy_call_decision", request.principal, **held)
@@ -331,8 +334,10 @@ class DurableCallPath:
                 if decision["decision"] != "pending" or waited >= timeout:
                     why = "timeout" if decision["decision"] in ("pending", "expired") else "denied"
                     return await self._withdraw(request, facts, held, why)
-                message = f"waiting for an operator to approve {request.exposed_name} (call {held['node_id']})"
-                await request.relay.progress(waited, timeout, message)
+                if waited - told >= HOLD_PROGRESS_SECONDS:
+                    message = f"waiting for an operator to approve {request.exposed_name} (call {held['node_id']})"
+                    await request.relay.progress(waited, timeout, message)
+                    told = waited
                 await anyio.sleep(HOLD_POLL_SECONDS)
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):

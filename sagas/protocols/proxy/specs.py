@@ -43,8 +43,9 @@ class ServerSpec:
             block: dict[str, Any] = {"transport": "stdio", "command": self.command, "args": list(self.args)}
             if self.env:
                 block["env"] = dict(self.env)
-            if self.cwd is not None:
-                block["cwd"] = str(self.cwd)
+            # Where the proxy started it (the configured cwd, else the proxy's own directory), so an undo run from
+            # any other directory starts it the same way: relative args mean what they meant for the proxy.
+            block["cwd"] = str(self.cwd if self.cwd is not None else Path.cwd())
             return block
         block = {"transport": "streamable_http", "url": self.url}
         if self.headers:
