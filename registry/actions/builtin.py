@@ -50,10 +50,20 @@ def call(request: dict[str, Any], ctx: InvocationContext) -> Any:
 
 
 def create_text_file(ctx: InvocationContext) -> dict[str, Any]:
-    """Create `input.path` (relative, .txt) under SAGA_FILE_ROOT with `input.content`; never overwrite."""
+    """Create `input.path` (relative, .txt) under SAGA_FILE_ROOT with `input.content`; never overwrite.
+
+    `input.simulate_error` true fails the step after the path and content are checked and before anything is
+    written (semantic-saga-mcp's builtin does the same; its demo uses it to show a rollback)."""
     root = _file_root()
     rel, content = _file_input(ctx.input)
     target = _safe_target(root, rel)
+    if ctx.input.get("simulate_error"):
+        raise ActionFailure(
+            "SIMULATED_ERROR",
+            f"simulated file transaction failure: input simulate_error is true, so this step failed on purpose and "
+            f"{rel} was not written. Drop simulate_error (or set it false) to create the file.",
+            retryable=False,
+        )
     data = content.encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()
     owned = _read_ledger(root, ctx.step_id)

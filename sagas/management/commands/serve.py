@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from governance.identity.authentication import token_verifier
+from registry.defaults import register_defaults
 from registry.errors import RegistryError
 from registry.services import registry_load_file
 from saga_project.checks import configuration_report
@@ -24,7 +25,8 @@ def pending_migrations() -> int:
 
 def refuse_to_start_unless_ready(program: str) -> None:
     """What every serving command checks before it accepts work: the configuration (system checks, one message
-    naming each bad setting and its fix), the schema, then the SAGA_ACTIONS_FILE registry loaded into it."""
+    naming each bad setting and its fix), the schema, then the SAGA_ACTIONS_FILE registry loaded into it and the
+    default contracts (registry.defaults: create_text_file) registered where the registry has no version of them."""
     if report := configuration_report(program):
         raise CommandError(report)
     # Read the token file now, once: requests reuse this verifier, so no request is the first to read it.
@@ -36,6 +38,8 @@ def refuse_to_start_unless_ready(program: str) -> None:
             registry_load_file(settings.SAGA_ACTIONS_FILE)
         except RegistryError as exc:  # e.g. a changed contract under an id+version the database already holds
             raise CommandError(f"SAGA_ACTIONS_FILE could not be loaded: {exc.message}") from None
+    # After the file: a file that names create_text_file (another version, or inactive) decides about it.
+    register_defaults()
 
 
 def _is_loopback(host: str) -> bool:
