@@ -358,7 +358,8 @@ def _uncallable(entry: PackEntry, server: str, tools: Sequence[str], missing: Se
     undone = ", ".join(tools[:3]) + (", ..." if len(tools) > 3 else "")
     return (
         f"{entry.source}: server {server!r} has no tool {', '.join(map(repr, missing))}, which the entry calls to "
-        f"undo {undone}; those calls are not R and cannot be undone. Fix the entry's capture or inverse tool"
+        f"undo {undone}; the entry gives those calls no inverse, so they cannot be undone by it. Fix the entry's "
+        "capture or inverse tool"
     )
 
 

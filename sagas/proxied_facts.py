@@ -96,10 +96,11 @@ class CallFacts(Facts):
 
 class CallOutcome(Facts):
     """`kind`: answered (with `result`, the CallToolResult as JSON, secrets scrubbed), not_sent (nothing reached the
-    server), lost (sent, the answer never came: an uncertain outcome) or too_large (it answered past the proxy's
-    result limit: `size_bytes` and a `prefix` of it are all that was read)."""
+    server), capture_failed (the pack's capture read answered an error or could not be built, so the call was not
+    sent), lost (sent, the answer never came: an uncertain outcome) or too_large (it answered past the proxy's result
+    limit: `size_bytes` and a `prefix` of it are all that was read)."""
 
-    kind: Literal["answered", "not_sent", "lost", "too_large"]
+    kind: Literal["answered", "not_sent", "capture_failed", "lost", "too_large"]
     result: dict[str, Any] | None = None
     is_error: bool = False
     reason: str = ""

@@ -3,6 +3,11 @@ capture read is read again (the capture tool, key `<step id>:drift`) and compare
 result's values for the captured fields, or, when the result does not carry them (a delete), the thing being absent.
 A difference means someone else changed it since, and the inverse is refused unless `force`.
 
+When the state cannot be read at all (the server is unreachable, or does not start from here), that is not a drift:
+the inverse is not sent, `--force` does not skip it, and the operator is told to make the server reachable. Each
+read carries a key of its own (`<step id>:drift:<nonce>`): a server that answers a repeated key with its first answer
+must not hand an undo the state an earlier dry run saw.
+
 An inverse that was already sent once (its walk died or failed after sending it) may have been applied: the state
 the inverse restores (the captured pre-state) is then expected too, and the inverse is sent again with the same
 `<step id>:rollback` key, which the downstream answers without acting twice.
@@ -10,6 +15,8 @@ the inverse restores (the captured pre-state) is then expected too, and the inve
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from registry.actions import InvocationContext
@@ -19,25 +26,33 @@ from sagas.models import Step
 _ABSENT = object()  # the capture read finds nothing: the thing does not exist (now)
 
 
-def drift(step: Step) -> str:
-    """Why the current state is not what `step` left ("" when it is, or when there is no capture to compare)."""
+@dataclass(frozen=True)
+class Drift:
+    """Why the inverse must not run now: the state changed since the call, or it could not be read."""
+
+    reason: str
+    unreadable: bool = False
+
+
+def drift(step: Step) -> Drift | None:
+    """Why the current state is not what `step` left (None when it is, or when there is no capture to compare)."""
     capture = step.action_definition.get("capture")
     stored = step.result if isinstance(step.result, dict) else {}
     pre_state = stored.get("pre_state")
     if not isinstance(capture, dict) or not isinstance(pre_state, dict):
-        return ""
+        return None
     current, unreadable = _read_now(step, capture)
     if unreadable:
-        return unreadable
+        return Drift(unreadable, unreadable=True)
     left = _left_by(stored.get("result"), pre_state)
     if _matches(current, left) or (step.compensation_attempts > 0 and _matches(current, pre_state)):
-        return ""
+        return None
     if current is _ABSENT:
-        return f"{capture['tool']} no longer finds it, though the call had left it"
+        return Drift(f"{capture['tool']} no longer finds it, though the call had left it")
     if left is None:
-        return f"{capture['tool']} finds it again, though the call had removed it"
+        return Drift(f"{capture['tool']} finds it again, though the call had removed it")
     changed = sorted(key for key, value in left.items() if _field(current, key) != value)
-    return f"{', '.join(changed)} changed since the call (read with {capture['tool']})"
+    return Drift(f"{', '.join(changed)} changed since the call (read with {capture['tool']})")
 
 
 def _read_now(step: Step, capture: dict[str, Any]) -> tuple[object, str]:
@@ -80,5 +95,8 @@ def _read_definition(snapshot: dict[str, Any], capture: dict[str, Any]) -> dict[
 
 def _read_context(step: Step) -> InvocationContext:
     return InvocationContext(
-        saga_id=str(step.saga_id), step_id=str(step.id), idempotency_key=f"{step.id}:drift", input=step.input
+        saga_id=str(step.saga_id),
+        step_id=str(step.id),
+        idempotency_key=f"{step.id}:drift:{uuid.uuid4().hex[:12]}",
+        input=step.input,
     )

@@ -3,8 +3,9 @@
 `semantic-saga undo` (sagas.coordinator.proxy_undo) runs it first; the rollback runner (sagas.coordinator.rollback
 `_run`) runs it for a proxy session too, so a walk resumed after its process died (the recovery sweep, a worker's
 nudge), the sweeper's retry of a ROLLBACK_FAILED session and the saga's rollback operation (console, REST, MCP,
-A2A) all unwind it the same way: R inverses run with `<step id>:rollback`, C and I calls are listed (UNDO_LISTED in
-the audit chain, once per call) instead of failing the rollback, reads are skipped, the drift check runs.
+A2A) all unwind it the same way: R inverses run with `<step id>:rollback`, C and I calls, and R calls whose inverse
+cannot be built from what they kept, are listed (UNDO_LISTED in the audit chain, once per call) instead of failing
+the rollback, reads are skipped, the drift check runs.
 
 The options an undo was asked with (`force`, `to_checkpoint`) are recorded in the transaction that requests the
 rollback (UNDO_REQUESTED), and every later walk of that rollback reads them back: a resumed walk refuses a drifted
@@ -27,14 +28,14 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from sagas.coordinator._compensation import compensate, fail, runner_lost
 from sagas.coordinator._tx import Tx, locked_saga
-from sagas.coordinator._undo_drift import drift
+from sagas.coordinator._undo_drift import Drift, drift
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
 from sagas.selectors.undo_plan import UndoItem, item, proxy_section, verdict_of
 from sagas.states import SagaKind, SagaStatus, StepStatus
 
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
-LISTED = frozenset({"needs_decision", "no_way_back"})
+LISTED = frozenset({"needs_decision", "no_way_back", "cannot_undo"})
 
 
 @dataclass(frozen=True)
@@ -106,17 +107,13 @@ def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions)
         verdict, detail = verdict_of(step)
         if verdict in LISTED:
             _list(actor, saga_id, fence, step, verdict)
-        if verdict not in ("would_undo", "cannot_undo"):
+        if verdict != "would_undo":
             items.append(item(step, verdict, detail))
         elif stopped:
             items.append(item(step, "left", "not undone: the walk stopped at a newer call's inverse"))
-        elif verdict == "cannot_undo":
-            _refuse(actor, saga_id, fence, step, _cannot_build(detail))
-            items.append(item(step, "failed", f"its inverse was not sent: {detail}"))
-            stopped = True
         elif not options.force and (drifted := drift(step)):
-            _refuse(actor, saga_id, fence, step, _drifted(drifted))
-            items.append(item(step, "drifted", f"inverse refused: {drifted}; undo --force runs it anyway"))
+            _refuse(actor, saga_id, fence, step, _refusal(drifted))
+            items.append(_refused_item(step, drifted))
             stopped = True
         elif not compensate(actor, saga_id, step.id, fence):
             break  # this runner lost its lease: the one that took over walks on
@@ -154,19 +151,23 @@ def _refuse(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, error:
         fail(tx, step, error)
 
 
-def _drifted(drifted: str) -> dict[str, Any]:
+def _refusal(drifted: Drift) -> dict[str, Any]:
+    if drifted.unreadable:
+        return {
+            "code": "STATE_UNREADABLE",
+            "message": f"The inverse was not run: {drifted.reason}. Nothing was sent. Make the server reachable "
+            "from where the undo runs, then run the undo again.",
+            "retryable": True,
+        }
     return {
         "code": "STATE_DRIFTED",
-        "message": f"The inverse was not run: {drifted}. Someone changed it after this call; check it, then run "
-        "the undo again with --force to apply the inverse anyway.",
+        "message": f"The inverse was not run: {drifted.reason}. Someone changed it after this call; check it, then "
+        "run the undo again with --force to apply the inverse anyway.",
         "retryable": False,
     }
 
 
-def _cannot_build(problem: str) -> dict[str, Any]:
-    return {
-        "code": "INVERSE_CANNOT_BE_BUILT",
-        "message": f"The inverse was not sent ({problem}). Its effect remains: undo it by hand (`semantic-saga "
-        "ledger --json` shows the call and its answer), or fix the pack entry for the next calls.",
-        "retryable": False,
-    }
+def _refused_item(step: Step, drifted: Drift) -> UndoItem:
+    if drifted.unreadable:
+        return item(step, "failed", f"inverse not sent: {drifted.reason}; make the server reachable and undo again")
+    return item(step, "drifted", f"inverse refused: {drifted.reason}; undo --force runs it anyway")

@@ -176,13 +176,18 @@ def _record(tx: Tx, step: Step, outcome: CallOutcome) -> None:
     protocol_read = bool(proxy.get("method"))
     uncertain = kind in ("lost", "too_large") and not protocol_read and proxy.get("class") != "read"
     answered = "READ_ERROR" if protocol_read else "TOOL_ERROR"
-    codes = {"answered": answered, "not_sent": "DOWNSTREAM_UNAVAILABLE", "too_large": "RESULT_TOO_LARGE"}
+    codes = {
+        "answered": answered,
+        "not_sent": "DOWNSTREAM_UNAVAILABLE",
+        "capture_failed": "CAPTURE_FAILED",
+        "too_large": "RESULT_TOO_LARGE",
+    }
     code = codes.get(kind, "ANSWER_LOST")
     error = {
         "code": code,
         "message": outcome.reason or "the downstream tool answered with isError",
         "uncertain": uncertain,
-        "sent": kind != "not_sent",
+        "sent": kind not in ("not_sent", "capture_failed"),
         "duration_ms": outcome.duration_ms,
         "size_bytes": size,
         "truncated": truncated,

@@ -94,5 +94,7 @@ def proxy_session_undo(
 def _dry(step: Step, force: bool) -> UndoItem:
     verdict, detail = verdict_of(step)
     if verdict == "would_undo" and not force and (drifted := drift(step)):
-        return item(step, "drifted", f"its inverse would be refused: {drifted}; undo --force would run it")
+        if drifted.unreadable:
+            return item(step, "failed", f"its inverse would not be sent: {drifted.reason}; make the server reachable")
+        return item(step, "drifted", f"its inverse would be refused: {drifted.reason}; undo --force would run it")
     return item(step, verdict, detail)

@@ -277,9 +277,18 @@ def ledger_row(step: Step) -> LedgerRow:
         gate_reason=str(proxy.get("gate_reason", "")),
         arguments=step.input,
         pre_state=result.get("pre_state"),
-        result=result.get("result"),
+        result=_as_stored(result),
         result_truncated=bool(result.get("truncated") or error.get("truncated")),
     )
+
+
+def _as_stored(envelope: dict[str, Any]) -> Any:
+    """The result as stored: its payload when the answer carried JSON, else the content blocks the agent got (the
+    text of a server that answers in sentences); a truncated answer's prefix as kept."""
+    stored = envelope.get("result")
+    if envelope.get("result_from") == "none" and not envelope.get("truncated") and envelope.get("content"):
+        return envelope["content"]
+    return stored
 
 
 @dataclass(frozen=True)

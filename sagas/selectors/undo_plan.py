@@ -86,7 +86,10 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "no_way_back", "irreversible: no way back once executed"
     if not proxy_section(step):
         return "no_way_back", f"{step.action} declares no compensation: its effect remains"
-    return "no_way_back", f"class {effect_class}: no inverse is declared (add a pack entry to make it undoable)"
+    return "no_way_back", (
+        f"class {effect_class}: no usable inverse was declared when it ran (a pack entry whose tools its server "
+        "offers makes the next calls undoable)"
+    )
 
 
 def item(step: Step, verdict: str, detail: str) -> UndoItem:

@@ -270,6 +270,7 @@ def test_a_failed_capture_read_sends_nothing(tmp_path: Path, demo_http: HttpDown
         answer = anyio.run(session)
     # the capture (get_contact) found nothing, so the delete was never sent, and the agent is told so
     assert answer.is_error and "the capture read get_contact" in text(answer)
+    assert "reconnects" not in text(answer) and "the same arguments will fail the same way" in text(answer)
     assert [call["tool"] for call in _world(demo_http)["calls"]][-1] == "get_contact"
     step = Step.objects.get(action="proxy.demo.delete_contact")
-    assert step.status == "FAILED" and step.error["sent"] is False
+    assert step.status == "FAILED" and step.error["sent"] is False and step.error["code"] == "CAPTURE_FAILED"

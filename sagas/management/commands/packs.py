@@ -110,7 +110,8 @@ class Command(BaseCommand):
                 "covers is not known. Start the server (or fix its entry) and run this again."
             )
         names = [tool.name for tool in server.tools]
-        uncovered = config.packs.uncovered(server.spec.name, names)
+        # A tool whose entry calls a tool the server lacks is not covered: that entry can undo nothing.
+        uncovered = [t for t in names if config.packs.usable_for(server.spec.name, t, names) is None]
         summary = f"{name}: {len(names)} tool(s), {len(names) - len(uncovered)} covered by a pack"
         if not uncovered:
             return f"{summary}; every tool has an inverse."

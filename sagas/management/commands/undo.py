@@ -73,10 +73,15 @@ class Command(BaseCommand):
 def _cells(item: dict[str, Any]) -> list[str]:
     what = item["detail"]
     if item["inverse"] and item["verdict"] in ("undone", "would_undo", "drifted", "failed", "left"):
-        arguments = ", ".join(f"{key}={value}" for key, value in item["inverse"]["arguments"].items())
+        arguments = ", ".join(f"{key}={_shown(value)}" for key, value in item["inverse"]["arguments"].items())
         what = f"{item['inverse']['tool']}({arguments}): {what}"
     label = VERDICTS.get(item["verdict"], (item["verdict"], None))[0]
     return [str(item["seq"]), item["tool"], item["server"], item["effect_class"], label, what]
+
+
+def _shown(value: Any) -> str:
+    """An argument as JSON (null, objects) unless it is a string, which is shown bare."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _style(column: int, cell: str) -> str | None:

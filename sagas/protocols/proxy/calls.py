@@ -175,6 +175,15 @@ def not_sent_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
     return _error(text, request, "not_sent", reason)
 
 
+def capture_failed_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
+    text = (
+        f"{request.exposed_name} did not run: {reason}. Nothing was sent, so nothing changed. The state it would "
+        "change could not be read first (does the thing exist? are the arguments right?); check them before trying "
+        "again: the same arguments will fail the same way."
+    )
+    return _error(text, request, "not_sent", reason)
+
+
 def uncertain_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
     text = (
         f"{request.exposed_name} was sent, but {reason}: it may or may not have acted. Do not simply call it again, "

@@ -18,7 +18,13 @@ from registry.errors import ActionFailure
 from registry.packs import PackEntry
 from registry.templating import render
 from registry.tool_answers import answer_text, payload_of
-from sagas.protocols.proxy.calls import ProxiedCall, not_sent_result, too_large_result, uncertain_result
+from sagas.protocols.proxy.calls import (
+    ProxiedCall,
+    capture_failed_result,
+    not_sent_result,
+    too_large_result,
+    uncertain_result,
+)
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
 from sagas.proxied_facts import CallOutcome
 
@@ -33,7 +39,13 @@ PackEntryFor = Callable[[str, str], PackEntry | None]
 
 
 class CaptureFailed(Exception):
-    """The state before a call could not be read, so the call was not sent (its inverse would have nothing)."""
+    """The state before a call could not be read, so the call was not sent (its inverse would have nothing).
+    `unavailable`: the server could not be reached (try again later); otherwise it answered an error, or the read
+    could not be built from the arguments (the same arguments fail the same way)."""
+
+    def __init__(self, message: str, *, unavailable: bool = False) -> None:
+        super().__init__(message)
+        self.unavailable = unavailable
 
 
 class Forwarder:
@@ -51,8 +63,11 @@ class Forwarder:
             if (pre_state := await self._capture(request, begun)) is not None:
                 outcome.update(captured=True, pre_state=pre_state)
         except CaptureFailed as failed:
-            await self.record(request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": str(failed)})
-            return not_sent_result(request, str(failed))
+            kind = "not_sent" if failed.unavailable else "capture_failed"
+            await self.record(request.principal, begun, started, {**outcome, "kind": kind, "reason": str(failed)})
+            if failed.unavailable:
+                return not_sent_result(request, str(failed))
+            return capture_failed_result(request, str(failed))
         except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
             await self.record(
                 request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT}
@@ -110,7 +125,9 @@ class Forwarder:
             read = await self.downstreams.call_tool(
                 request.server, capture["tool"], arguments, relay=request.relay, meta=meta
             )
-        except (ActionFailure, DownstreamUnavailable, DownstreamLost, ResultTooLarge, MCPError) as error:
+        except (DownstreamUnavailable, DownstreamLost) as error:
+            raise CaptureFailed(f"{where} failed ({error}), so the call was not sent", unavailable=True) from None
+        except (ActionFailure, ResultTooLarge, MCPError) as error:
             raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
         answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
         if read.is_error:
