@@ -81,7 +81,7 @@ def static_tokens_check(**kwargs: Any) -> list[CheckMessage]:
         StaticTokenVerifier(str(path))  # the request-time loader: structure, required fields, token length
     except ImproperlyConfigured as exc:
         return [_tokens_invalid(str(exc))]
-    return _unknown_grants(path, document["tokens"])
+    return _unknown_grants(path, document)
 
 
 def _tokens_missing(setting: str, path: Path | None) -> Error:
@@ -98,17 +98,27 @@ def _tokens_invalid(problem: str) -> Error:
     return Error(
         f"SAGA_AUTH_STATIC_TOKENS: {problem}",
         hint='Every token must be at least 16 characters (make one with `python -c "import secrets; '
-        f'print(secrets.token_urlsafe(32))"`) and name a principal_id and a tenant_id ({TOKENS_DOC}).',
+        'print(secrets.token_urlsafe(32))"`; shorter ones only on a server listening on loopback only) and name a '
+        "principal_id and a tenant_id, or in semantic-saga-mcp's format a client_id and a tenant claim "
+        f"({TOKENS_DOC}).",
         id="saga.E003",
     )
 
 
-def _unknown_grants(path: Path, tokens: dict[str, Any]) -> list[CheckMessage]:
+def _unknown_grants(path: Path, document: dict[str, Any]) -> list[CheckMessage]:
     """A misspelled role or scope grants nothing, silently: every request of that token would be refused."""
+    from governance.identity.seed_tokens import is_seed_document
+
+    seed = is_seed_document(document)
     problems = []
-    for index, spec in enumerate(tokens.values()):
-        roles, scopes = spec.get("roles", []), spec.get("scopes", [])
-        where = f"{path}: tokens entry {index + 1} ({spec['principal_id']})"
+    for index, spec in enumerate((document if seed else document["tokens"]).values()):
+        if seed:  # semantic-saga-mcp's format: roles among the claims, the principal its subject or client
+            roles, who = spec.get("claims", {}).get(settings.SAGA_JWT_ROLES_CLAIM, []), spec.get("subject")
+            who = who or spec["client_id"]
+        else:
+            roles, who = spec.get("roles", []), spec["principal_id"]
+        scopes = spec.get("scopes", [])
+        where = f"{path}: tokens entry {index + 1} ({who})"
         for field, value in (("roles", roles), ("scopes", scopes)):
             if not isinstance(value, list | str):
                 problems.append(f"{where}: {field} must be a list of names, not {type(value).__name__}")

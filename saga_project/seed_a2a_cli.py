@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from saga_project import seed_cli
 from saga_project.cli import exit_on_misconfiguration
+from saga_project.seed_flags import SeedFlagRefused
 
 PROGRAM = "semantic-saga-a2a"
 
@@ -80,9 +81,13 @@ def _a2a_environment(args: argparse.Namespace) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    args.prog_name = PROGRAM
     if args.transport != HTTP_TRANSPORT:
         sys.exit("semantic-saga-a2a: A2A is served over HTTP only; for MCP over stdio run semantic-saga-mcp.")
-    os.environ.update(_a2a_environment(args))
+    try:
+        os.environ.update(_a2a_environment(args))
+    except SeedFlagRefused as refused:
+        sys.exit(f"{PROGRAM}: {refused}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["serve", "--host", args.host, "--port", str(args.port)]
     exit_on_misconfiguration(PROGRAM, lambda: seed_cli.migrate_and_serve(PROGRAM, serve))

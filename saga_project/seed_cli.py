@@ -1,6 +1,8 @@
-"""`semantic-saga-mcp`: the command line of semantic-saga-mcp (the product this replaces), so its quick-start
-commands work as written. Flags become our environment variables; the database is migrated on start (the old
-server created its tables itself); then `semantic-saga mcp` (stdio) or `semantic-saga serve` runs.
+"""`semantic-saga-mcp`: the command line of semantic-saga-mcp (the product this replaces), so its commands and CI
+scripts work as written. Flags become our environment variables before Django loads settings (a flag wins over the
+environment and `.env`, and is checked at start like any setting; the identity, lease, pool and telemetry flags are
+saga_project.seed_flags'); the database is migrated on start (the old server created its tables itself); then
+`semantic-saga mcp` (stdio) or `semantic-saga serve` runs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import os
 import sys
 
 from saga_project.cli import exit_on_misconfiguration
+from saga_project.seed_flags import SeedFlagRefused, add_seed_flags, seed_environment
 
 PROGRAM = "semantic-saga-mcp"
 
@@ -34,10 +37,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy-opa-token-env", help="Name of the environment variable holding OPA's token.")
     parser.add_argument("--worker-id")
     parser.add_argument("--otel-endpoint", help="OTLP/HTTP endpoint (sets OTEL_EXPORTER_OTLP_ENDPOINT).")
+    add_seed_flags(parser)
     return parser
 
 
 def _environment(args: argparse.Namespace) -> dict[str, str]:
+    """Our variables for the flags given (SeedFlagRefused for one we cannot honour); notes go to stderr."""
+    translated = seed_environment(args)
+    for note in translated.notes:
+        print(f"{getattr(args, 'prog_name', PROGRAM)}: note: {note}", file=sys.stderr)
     env: dict[str, str] = {}
     if args.database:
         env["DATABASE_URL"] = f"sqlite:///{os.path.abspath(args.database)}"
@@ -48,7 +56,8 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
     if args.allowed_host:
         current = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
         env["ALLOWED_HOSTS"] = ",".join([current, *args.allowed_host])
-        env.setdefault("SAGA_PUBLIC_URL", f"https://{args.allowed_host[0]}")
+    if not os.environ.get("SAGA_PUBLIC_URL") and (guess := _public_url_guess(args)):
+        env["SAGA_PUBLIC_URL"] = guess  # what OAuth metadata and the agent card advertise, unless told otherwise
     if args.policy_mode != "none":
         env["SAGA_POLICY_MODE"] = args.policy_mode
     if args.policy_file:
@@ -62,13 +71,33 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         env["SAGA_WORKER_ID"] = args.worker_id
     if args.otel_endpoint:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = args.otel_endpoint
+    if args.transport == "stdio" and (args.auth_mode or "none") != "none":
+        raise SeedFlagRefused(
+            "--auth-mode needs --transport streamable-http: over stdio there is no HTTP request to carry a token "
+            "(the local process acts as the admin), as semantic-saga-mcp also refused."
+        )
+    env.update(translated.env)
     env.setdefault("SECRET_KEY", os.environ.get("SECRET_KEY", "") or os.urandom(32).hex())
     return env
 
 
+def _public_url_guess(args: argparse.Namespace) -> str | None:
+    """The first --allowed-host behind HTTPS, else the address bound (not a wildcard, which no client can use)."""
+    if args.allowed_host:
+        return f"https://{args.allowed_host[0]}"
+    if args.transport == "stdio" or args.host in ("0.0.0.0", "::", "[::]"):
+        return None
+    host = f"[{args.host}]" if ":" in args.host and not args.host.startswith("[") else args.host
+    return f"http://{host}:{args.port}"
+
+
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
-    os.environ.update(_environment(args))
+    args.prog_name = PROGRAM
+    try:
+        os.environ.update(_environment(args))
+    except SeedFlagRefused as refused:
+        sys.exit(f"{PROGRAM}: {refused}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["mcp"] if args.transport == "stdio" else ["serve", "--host", args.host, "--port", str(args.port)]
     exit_on_misconfiguration(PROGRAM, lambda: migrate_and_serve(PROGRAM, serve))
@@ -78,8 +107,11 @@ def migrate_and_serve(program: str, command: list[str]) -> None:
     """Check the configuration first (a bad flag or file must not leave a fresh database behind), migrate, serve."""
     from django.core.management import execute_from_command_line
 
+    from governance.identity.listening import declare_listening
     from saga_project.checks import configuration_report
 
+    if "--host" in command:  # before the checks read the token file: a short token depends on where we listen
+        declare_listening(command[command.index("--host") + 1])
     if report := configuration_report(program):
         sys.exit(report)
     execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0", "--skip-checks"])

@@ -142,7 +142,15 @@ SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str((SAGA_HOME if SAGA_U
 # PostgreSQL: a coordinator transaction's row writes travel with its next read and its COMMIT (audit.write_behind).
 SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.
-SAGA_LEASE_SECONDS: int = env.int("SAGA_LEASE_SECONDS", default=30)
+# Seconds, fractions allowed (semantic-saga-mcp's --lease-seconds is a float); at least MIN_LEASE_SECONDS.
+SAGA_LEASE_SECONDS: float = env.float("SAGA_LEASE_SECONDS", default=30.0)
+# Renewals come every third of the lease (at least every 0.5 s) and a completion record retries for about 0.75 s
+# on a lost connection (sagas.coordinator._record_retry): at 2 s a lease survives one missed renewal plus a full
+# retry; below that one slow write would let a live worker's lease lapse. semantic-saga-mcp's CI runs with 2.
+MIN_LEASE_SECONDS = 2.0
+# Sagas the recovery sweep takes per category per pass (semantic-saga-mcp's --recovery-limit); the next pass
+# continues. Larger passes recover a backlog sooner; smaller ones keep each pass short.
+SAGA_RECOVERY_BATCH: int = env.int("SAGA_RECOVERY_BATCH", default=100)
 # Threads of the embedded in-process executor (independent ready nodes run concurrently up to this many).
 SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
 # Threads per process (Celery workers too) that run ready nodes claimed in a finishing node's own commit
@@ -207,8 +215,13 @@ if not 1 <= SAGA_PROXY_MAX_HELD_CALLS <= 10_000:
     raise ImproperlyConfigured(
         f"SAGA_PROXY_MAX_HELD_CALLS must be between 1 and 10000 (got {SAGA_PROXY_MAX_HELD_CALLS})."
     )
-if SAGA_LEASE_SECONDS < 3:
-    raise ImproperlyConfigured(f"SAGA_LEASE_SECONDS must be at least 3 (got {SAGA_LEASE_SECONDS}).")
+if SAGA_LEASE_SECONDS < MIN_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        f"SAGA_LEASE_SECONDS must be at least {MIN_LEASE_SECONDS:g} (got {SAGA_LEASE_SECONDS:g}): renewals every "
+        "third of it could not keep a running step's lease alive through one slow database write. Use 2 or more."
+    )
+if not 1 <= SAGA_RECOVERY_BATCH <= 100_000:
+    raise ImproperlyConfigured(f"SAGA_RECOVERY_BATCH must be between 1 and 100000 (got {SAGA_RECOVERY_BATCH}).")
 if not 1 <= SAGA_EXECUTOR_THREADS <= 256:
     raise ImproperlyConfigured(f"SAGA_EXECUTOR_THREADS must be between 1 and 256 (got {SAGA_EXECUTOR_THREADS}).")
 if not 1 <= SAGA_ORM_THREADS <= 1024:
@@ -264,6 +277,8 @@ SAGA_JWT_TENANT_CLAIMS: list[str] = env.list("SAGA_JWT_TENANT_CLAIMS", default=[
 SAGA_JWT_ROLES_CLAIM: str = env.str("SAGA_JWT_ROLES_CLAIM", default="roles")
 SAGA_JWT_PRINCIPAL_TYPE_CLAIM: str = env.str("SAGA_JWT_PRINCIPAL_TYPE_CLAIM", default="principal_type")
 SAGA_JWT_ALLOW_MISSING_TENANT: bool = env.bool("SAGA_JWT_ALLOW_MISSING_TENANT", default=False)
+# Scopes every token must carry (semantic-saga-mcp's --auth-required-scope), checked before RBAC; empty = none.
+SAGA_AUTH_REQUIRED_SCOPES: list[str] = env.list("SAGA_AUTH_REQUIRED_SCOPES", default=[])
 # Clock skew tolerated on exp/nbf/iat; a larger value keeps revoked-by-expiry tokens alive longer.
 SAGA_JWT_LEEWAY_SECONDS: int = env.int("SAGA_JWT_LEEWAY_SECONDS", default=30)
 # JWKS kept this long; an unknown kid refetches at most once per SAGA_JWKS_MIN_REFRESH_SECONDS (key rotation

@@ -61,14 +61,11 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def protected_resource_metadata(request: HttpRequest) -> JsonResponse:
-    """RFC 9728 metadata for the MCP endpoint: which authorization server issues its tokens (JWT mode only)."""
-    from django.conf import settings
-
+    """RFC 9728 metadata for the MCP endpoint: which authorization server issues its tokens (whenever tokens are
+    checked and SAGA_JWT_ISSUER is set)."""
+    from governance.identity.authentication import NO_RESOURCE_METADATA, resource_metadata_served
     from governance.identity.authentication import protected_resource_metadata as metadata
 
-    if settings.SAGA_AUTH_MODE != "jwt":
-        return JsonResponse(
-            {"error": "not_found", "error_description": "No OAuth authorization server: SAGA_AUTH_MODE is not jwt."},
-            status=404,
-        )
+    if not resource_metadata_served():
+        return JsonResponse({"error": "not_found", "error_description": NO_RESOURCE_METADATA}, status=404)
     return JsonResponse(metadata("/mcp"))

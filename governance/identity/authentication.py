@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.conf import settings
 
 from governance.errors import AuthenticationFailed
+from governance.identity.listening import declared_host
 from governance.identity.principal import Principal
 from governance.identity.tokens import JWTVerifier, StaticTokenVerifier, TokenVerifier
 
@@ -39,6 +42,13 @@ def token_verifier() -> TokenVerifier | None:
         settings.SAGA_JWT_JWKS_URL,
         tuple(settings.SAGA_JWT_ALGORITHMS),
         settings.SAGA_JWKS_MIN_REFRESH_SECONDS,
+        # A seed-format token file reads its tenant, roles and type through the claim settings; a short token is
+        # accepted or refused by where the server listens.
+        tuple(settings.SAGA_JWT_TENANT_CLAIMS),
+        settings.SAGA_JWT_ROLES_CLAIM,
+        settings.SAGA_JWT_PRINCIPAL_TYPE_CLAIM,
+        settings.SAGA_JWT_ALLOW_MISSING_TENANT,
+        declared_host(),
     )
     if key not in _verifiers:
         _verifiers[key] = StaticTokenVerifier(settings.SAGA_AUTH_STATIC_TOKENS) if mode == "static" else JWTVerifier()
@@ -51,7 +61,7 @@ def authenticate(authorization: str | None, *, protocol: str) -> Principal:
     verifier = token_verifier()
     if verifier is None:
         return anonymous_principal(protocol)
-    return verifier.verify(_bearer_token(authorization), protocol=protocol)
+    return _with_required_scopes(verifier.verify(_bearer_token(authorization), protocol=protocol))
 
 
 def authenticate_now(authorization: str | None, *, protocol: str) -> Principal | None:
@@ -60,7 +70,21 @@ def authenticate_now(authorization: str | None, *, protocol: str) -> Principal |
     verifier = token_verifier()
     if verifier is None:
         return anonymous_principal(protocol)
-    return verifier.verify_now(_bearer_token(authorization), protocol=protocol)
+    principal = verifier.verify_now(_bearer_token(authorization), protocol=protocol)
+    return None if principal is None else _with_required_scopes(principal)
+
+
+def _with_required_scopes(principal: Principal) -> Principal:
+    """SAGA_AUTH_REQUIRED_SCOPES (semantic-saga-mcp's --auth-required-scope): every one must be on the token, as the
+    MCP SDK's own auth middleware requires, before RBAC looks at roles and our scopes."""
+    missing = [scope for scope in settings.SAGA_AUTH_REQUIRED_SCOPES if scope not in principal.scopes]
+    if missing:
+        raise AuthenticationFailed(
+            f"The token lacks the scope(s) this server requires of every token: {', '.join(missing)}. Ask for a token "
+            "carrying them.",
+            error="insufficient_scope",
+        )
+    return principal
 
 
 def _bearer_token(authorization: str | None) -> str:
@@ -73,14 +97,33 @@ def _bearer_token(authorization: str | None) -> str:
     return token.strip()
 
 
+def resource_metadata_served() -> bool:
+    """Protected-resource metadata is served whenever tokens are checked and an issuer is configured (any mode, as
+    semantic-saga-mcp serves it with --auth-issuer in static mode too)."""
+    return settings.SAGA_AUTH_MODE != "none" and bool(settings.SAGA_JWT_ISSUER)
+
+
+NO_RESOURCE_METADATA = (
+    "No OAuth authorization server is configured: set SAGA_JWT_ISSUER (semantic-saga-mcp's --auth-issuer) with "
+    "SAGA_AUTH_MODE static or jwt."
+)
+
+
 def protected_resource_metadata(resource_path: str = "/mcp") -> dict[str, object]:
     """RFC 9728 metadata for a protected endpoint: which authorization server issues tokens for it."""
     from governance.identity.rbac import SCOPE_CAPABILITIES
 
     return {
         "resource": settings.SAGA_PUBLIC_URL.rstrip("/") + resource_path,
-        "authorization_servers": [settings.SAGA_JWT_ISSUER],
+        "authorization_servers": [_issuer_identifier(settings.SAGA_JWT_ISSUER)],
         "bearer_methods_supported": ["header"],
-        "scopes_supported": sorted(SCOPE_CAPABILITIES),
+        "scopes_supported": sorted({*SCOPE_CAPABILITIES, *settings.SAGA_AUTH_REQUIRED_SCOPES}),
         "resource_name": "Semantic Saga",
     }
+
+
+def _issuer_identifier(issuer: str) -> str:
+    """An issuer with no path gets "/", as the MCP SDK writes it (pydantic's URL form): semantic-saga-mcp served
+    https://auth.example.com/ for --auth-issuer https://auth.example.com, and its clients and scripts expect that."""
+    parts = urlsplit(issuer)
+    return issuer + "/" if parts.netloc and not parts.path else issuer

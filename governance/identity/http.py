@@ -18,7 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from audit import telemetry
 from governance.errors import AuthenticationFailed
-from governance.identity.authentication import authenticate, authenticate_now
+from governance.identity.authentication import authenticate, authenticate_now, resource_metadata_served
 from governance.identity.principal import Principal
 
 current_principal: contextvars.ContextVar[Principal | None] = contextvars.ContextVar("current_principal", default=None)
@@ -56,7 +56,7 @@ class BearerAuth:
 
     async def _challenge(self, refusal: AuthenticationFailed, send: Send) -> None:
         challenge = refusal.challenge
-        if settings.SAGA_AUTH_MODE == "jwt":
+        if resource_metadata_served():
             metadata = (
                 f"{settings.SAGA_PUBLIC_URL.rstrip('/')}/.well-known/oauth-protected-resource{self.resource_path}"
             )
@@ -67,7 +67,9 @@ class BearerAuth:
             (b"content-length", str(len(body)).encode()),
             (b"www-authenticate", challenge.encode()),
         ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        # A valid token without a required scope is 403, as RFC 6750 (and the MCP SDK) answer insufficient_scope.
+        status = 403 if refusal.error == "insufficient_scope" else 401
+        await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
 

@@ -20,7 +20,9 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.errors import AuthenticationFailed
+from governance.identity.listening import declared_host, loopback_only
 from governance.identity.principal import Principal
+from governance.identity.seed_tokens import is_seed_document, seed_entry
 from governance.identity.verified_tokens import VerifiedTokens
 
 # JWKS fetches wait at most this long: a slow identity provider must not hold requests hostage.
@@ -49,6 +51,11 @@ def _string_list(value: Any) -> list[str]:
 # --- static -------------------------------------------------------------------------------------------------------
 
 
+# Tokens shorter than this are refused unless the server listens on loopback only (governance.identity.listening):
+# semantic-saga-mcp's CI files use 10 to 14 characters, guessable by anyone who can reach the port.
+MIN_TOKEN_LENGTH = 16
+
+
 @dataclass(frozen=True)
 class _StaticEntry:
     principal_id: str
@@ -56,48 +63,70 @@ class _StaticEntry:
     principal_type: str
     roles: frozenset[str]
     scopes: frozenset[str]
+    expires_at: float | None = None
 
 
 class StaticTokenVerifier:
-    """`{"tokens": {"<token>": {"principal_id", "tenant_id", "roles", "scopes", "principal_type"}}}`.
+    """`{"tokens": {"<token>": {"principal_id", "tenant_id", "roles", "scopes", "principal_type"}}}`, or
+    semantic-saga-mcp's format as it is (governance.identity.seed_tokens).
 
     Tokens are kept only as SHA-256 digests and looked up by digest, so comparing does not leak token prefixes.
+    `short_tokens` names the entries shorter than MIN_TOKEN_LENGTH, accepted because the server listens on loopback
+    only (`serve` prints a warning naming them); anywhere else loading refuses them.
     """
 
     def __init__(self, path: str) -> None:
+        self.short_tokens: list[str] = []
         self._entries = self._load(Path(path))
 
-    @staticmethod
-    def _load(path: Path) -> dict[str, _StaticEntry]:
+    def _load(self, path: Path) -> dict[str, _StaticEntry]:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise ImproperlyConfigured(f"SAGA_AUTH_STATIC_TOKENS: {path} does not exist.") from exc
         except ValueError as exc:
             raise ImproperlyConfigured(f"SAGA_AUTH_STATIC_TOKENS: {path} is not valid JSON ({exc}).") from exc
-        tokens = document.get("tokens") if isinstance(document, dict) else None
+        seed = is_seed_document(document)
+        tokens = document if seed else document.get("tokens") if isinstance(document, dict) else None
         if not isinstance(tokens, dict) or not tokens:
-            raise ImproperlyConfigured(f'SAGA_AUTH_STATIC_TOKENS: {path} needs a non-empty "tokens" object.')
+            raise ImproperlyConfigured(
+                f'SAGA_AUTH_STATIC_TOKENS: {path} needs a non-empty "tokens" object (or, in semantic-saga-mcp\'s '
+                "format, an object mapping each token to its client_id, subject, scopes and claims)."
+            )
         entries = {}
         for index, (token, spec) in enumerate(tokens.items()):
             where = f"{path}: tokens entry {index + 1}"
-            if not isinstance(spec, dict) or not spec.get("principal_id") or not spec.get("tenant_id"):
-                raise ImproperlyConfigured(f"{where} needs principal_id and tenant_id.")
-            if len(token) < 16:
-                raise ImproperlyConfigured(f"{where}: tokens must be at least 16 characters long.")
+            fields = seed_entry(token, spec, where) if seed else _our_entry(spec, where)
+            if len(token) < MIN_TOKEN_LENGTH:
+                self._short(f"{where} ({fields['principal_id']}, {len(token)} characters)")
             entries[_digest(token)] = _StaticEntry(
-                principal_id=str(spec["principal_id"]),
-                tenant_id=str(spec["tenant_id"]),
-                principal_type=str(spec.get("principal_type") or "user"),
-                roles=frozenset(_string_list(spec.get("roles"))),
-                scopes=frozenset(_string_list(spec.get("scopes"))),
+                principal_id=str(fields["principal_id"]),
+                tenant_id=str(fields["tenant_id"]),
+                principal_type=str(fields.get("principal_type") or "user"),
+                roles=frozenset(_string_list(fields.get("roles"))),
+                scopes=frozenset(_string_list(fields.get("scopes"))),
+                expires_at=fields.get("expires_at"),
             )
         return entries
+
+    def _short(self, what: str) -> None:
+        if loopback_only():
+            self.short_tokens.append(what)
+            return
+        host = declared_host()
+        where = f"listens on {host}" if host else "has not said it listens on loopback only (127.0.0.1, ::1)"
+        raise ImproperlyConfigured(
+            f"{what}: tokens must be at least {MIN_TOKEN_LENGTH} characters long. A shorter one (as in "
+            f"semantic-saga-mcp's CI files) is accepted only by a server listening on loopback only, and this one "
+            f"{where}: anyone who can reach it could guess the token."
+        )
 
     def verify(self, token: str, *, protocol: str) -> Principal:
         entry = self._entries.get(_digest(token))
         if entry is None:
             raise AuthenticationFailed("The bearer token is not recognized. Check the token or ask for a new one.")
+        if entry.expires_at is not None and entry.expires_at <= time.time():
+            raise AuthenticationFailed("The token has expired (its expires_at has passed). Use another token.")
         return Principal(
             principal_id=entry.principal_id,
             tenant_id=entry.tenant_id,
@@ -110,6 +139,12 @@ class StaticTokenVerifier:
 
     def verify_now(self, token: str, *, protocol: str) -> Principal | None:
         return self.verify(token, protocol=protocol)  # a look-up in memory
+
+
+def _our_entry(spec: Any, where: str) -> dict[str, Any]:
+    if not isinstance(spec, dict) or not spec.get("principal_id") or not spec.get("tenant_id"):
+        raise ImproperlyConfigured(f"{where} needs principal_id and tenant_id.")
+    return spec
 
 
 def _digest(token: str) -> str:

@@ -40,8 +40,8 @@ def worker_id() -> str:
     return settings.SAGA_WORKER_ID or _PROCESS_WORKER_ID
 
 
-def lease_seconds() -> int:
-    return int(settings.SAGA_LEASE_SECONDS)
+def lease_seconds() -> float:
+    return float(settings.SAGA_LEASE_SECONDS)
 
 
 def seconds_from_now(seconds: float) -> ExpressionWrapper[CombinedExpression]:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -46,8 +47,8 @@ from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 logger = logging.getLogger("sagas.recovery")
 
-# Sagas handled per category per pass: bounds one pass's time; the next pass continues.
-SWEEP_BATCH = 100
+# Sagas handled per category per pass (SAGA_RECOVERY_BATCH, default 100): bounds one pass's time; the next pass
+# continues.
 # A READY node nudged longer ago than this without being claimed is nudged again (its message may be lost).
 NUDGE_RESEND_SECONDS = 10.0
 
@@ -76,11 +77,11 @@ class RecoveryReport:
         )
 
 
-def sagas_recover(*, batch: int = SWEEP_BATCH, inline_rollbacks: bool = False) -> RecoveryReport:
-    """One sweep pass. `inline_rollbacks` runs rollbacks in this thread (the one-shot command) instead of
-    nudging them to workers."""
+def sagas_recover(*, batch: int | None = None, inline_rollbacks: bool = False) -> RecoveryReport:
+    """One sweep pass over at most `batch` sagas per category (default SAGA_RECOVERY_BATCH). `inline_rollbacks`
+    runs rollbacks in this thread (the one-shot command) instead of nudging them to workers."""
     with telemetry.span("saga.recovery_sweep"):
-        return _sweep(batch, inline_rollbacks)
+        return _sweep(batch or settings.SAGA_RECOVERY_BATCH, inline_rollbacks)
 
 
 def _sweep(batch: int, inline_rollbacks: bool) -> RecoveryReport:

@@ -264,12 +264,15 @@ def _card_routes(card: AgentCard) -> list[BaseRoute]:
 
 
 async def _resource_metadata(request: Request) -> Response:
-    """RFC 9728 metadata for /a2a (JWT mode), where BearerAuth's 401 challenge points."""
-    from governance.identity.authentication import protected_resource_metadata
+    """RFC 9728 metadata for /a2a (an issuer configured), where BearerAuth's 401 challenge points."""
+    from governance.identity.authentication import (
+        NO_RESOURCE_METADATA,
+        protected_resource_metadata,
+        resource_metadata_served,
+    )
 
-    if settings.SAGA_AUTH_MODE != "jwt":
-        error = {"error": "not_found", "error_description": "No OAuth authorization server: SAGA_AUTH_MODE is not jwt."}
-        return JSONResponse(error, status_code=404)
+    if not resource_metadata_served():
+        return JSONResponse({"error": "not_found", "error_description": NO_RESOURCE_METADATA}, status_code=404)
     return JSONResponse(protected_resource_metadata(RPC_PATH))
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
 import uvicorn
@@ -12,6 +11,8 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from governance.identity.authentication import token_verifier
+from governance.identity.listening import declare_listening, is_loopback
+from governance.identity.tokens import MIN_TOKEN_LENGTH, StaticTokenVerifier
 from registry.defaults import register_defaults
 from registry.errors import RegistryError
 from registry.services import registry_load_file
@@ -42,15 +43,6 @@ def refuse_to_start_unless_ready(program: str) -> None:
     register_defaults()
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class Command(BaseCommand):
     help = (
         "Serve Semantic Saga (MCP, A2A, admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
@@ -64,19 +56,35 @@ class Command(BaseCommand):
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        refuse_to_start_unless_ready("semantic-saga serve")
         host, port = options["host"], options["port"]
-        if not _is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
+        declare_listening(host)  # before the token file is read: a short token is accepted on loopback only
+        refuse_to_start_unless_ready("semantic-saga serve")
+        self._warn_of_short_tokens(host)
+        if not is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
             raise CommandError(
                 f"Refusing to serve on {host} without authentication: anyone who can reach it would act as an "
                 "admin. Set SAGA_AUTH_MODE=static or jwt (docs/identity.md), bind to 127.0.0.1, or set "
                 "SAGA_ALLOW_UNAUTHENTICATED=true if a trusted proxy in front authenticates every request."
             )
-        where = "loopback only" if _is_loopback(host) else "reachable from the network"
+        where = "loopback only" if is_loopback(host) else "reachable from the network"
         self.stdout.write(
             f"Semantic Saga on http://{host}:{port}/ ({where}): MCP at /mcp, A2A at /a2a, REST at /api/v1/, "
             "admin at /admin/, health at /healthz"
         )
         uvicorn.run(
             "saga_project.asgi:application", host=host, port=port, lifespan="on", log_level=options["log_level"]
+        )
+
+    def _warn_of_short_tokens(self, host: str) -> None:
+        verifier = token_verifier()
+        short = verifier.short_tokens if isinstance(verifier, StaticTokenVerifier) else []
+        if not short:
+            return
+        line = "!" * 100
+        self.stderr.write(
+            f"{line}\nWARNING: {len(short)} static token(s) shorter than {MIN_TOKEN_LENGTH} characters: "
+            f"{'; '.join(short)}.\nAccepted only because this server listens on {host} (loopback) alone: any "
+            'program on this machine can guess them. Replace them with long random tokens (python -c "import '
+            'secrets; print(secrets.token_urlsafe(32))") before listening on any other address, where they are '
+            f"refused.\n{line}"
         )

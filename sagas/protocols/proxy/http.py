@@ -35,11 +35,14 @@ class ProxyHttpApp:
 
 
 async def _resource_metadata(request: Request) -> Response:
-    from governance.identity.authentication import protected_resource_metadata
+    from governance.identity.authentication import (
+        NO_RESOURCE_METADATA,
+        protected_resource_metadata,
+        resource_metadata_served,
+    )
 
-    if settings.SAGA_AUTH_MODE != "jwt":
-        error = {"error": "not_found", "error_description": "No OAuth authorization server: SAGA_AUTH_MODE is not jwt."}
-        return JSONResponse(error, status_code=404)
+    if not resource_metadata_served():
+        return JSONResponse({"error": "not_found", "error_description": NO_RESOURCE_METADATA}, status_code=404)
     return JSONResponse(protected_resource_metadata(PATH))
 
 
