@@ -118,9 +118,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
 
 def _unauthenticated(refusal: AuthenticationFailed) -> Response:
+    # A valid token without a scope SAGA_AUTH_REQUIRED_SCOPES requires is 403, as on /mcp and /a2a (RFC 6750).
+    insufficient = refusal.error == "insufficient_scope"
     return Response(
         error_body(refusal.code, refusal.message),
-        status=status.HTTP_401_UNAUTHORIZED,
+        status=status.HTTP_403_FORBIDDEN if insufficient else status.HTTP_401_UNAUTHORIZED,
         headers={"WWW-Authenticate": refusal.challenge},
     )
 

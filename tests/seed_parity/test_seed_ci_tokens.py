@@ -140,3 +140,13 @@ def test_a_short_token_stops_a_server_that_listens_beyond_loopback(tmp_path: Pat
     assert done.returncode == 1, done.stderr
     assert "at least 16 characters" in done.stderr and "listens on 0.0.0.0" in done.stderr, done.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.django_db
+def test_the_rest_api_answers_a_missing_required_scope_with_403(seed_tokens: Path, settings: Any, loopback: None):
+    settings.SAGA_AUTH_REQUIRED_SCOPES = ["semantic-saga"]
+    client = DjangoClient()
+    allowed = client.get("/api/v1/sagas/", HTTP_AUTHORIZATION="Bearer operator-token")
+    refused = client.get("/api/v1/sagas/", HTTP_AUTHORIZATION="Bearer service-token-long-enough")
+    assert allowed.status_code == 200, allowed.content
+    assert refused.status_code == 403 and "semantic-saga" in refused.json()["error"]["message"]
