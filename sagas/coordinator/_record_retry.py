@@ -27,7 +27,7 @@ logger = logging.getLogger("sagas.coordinator")
 T = TypeVar("T")
 
 # Pauses before each retry (three retries, about 0.75 s in all): a replacement connection is usually there at once,
-# and the claim's lease (at least 3 s, SAGA_LEASE_SECONDS) must not run out while the record waits.
+# and the claim's lease (at least 2 s, SAGA_LEASE_SECONDS) must not run out while the record waits.
 RETRY_PAUSES = (0.05, 0.2, 0.5)
 # SQLSTATEs of a session that is gone: class 08 (connection exception) and the server's shutdown kinds (57P01
 # admin_shutdown, the one pg_terminate_backend sends; 57P02 crash_shutdown; 57P03 cannot_connect_now).

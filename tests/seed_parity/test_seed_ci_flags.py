@@ -113,3 +113,9 @@ def test_version_and_help_name_the_seed_flags(program: str):
     for flag in ("--auth-mode", "--lease-seconds", "--recovery-limit", "--allow-unauthenticated-a2a", "--a2a-rpc-path"):
         assert flag in helped.stdout, flag
     assert sys.executable  # the scripts run in this interpreter's environment
+
+
+def test_a_lease_below_two_seconds_stops_start_up_with_the_reason():
+    from tests.startup import refused_at_start_up
+
+    assert "at least 2" in refused_at_start_up("SAGA_LEASE_SECONDS", "1.5")
