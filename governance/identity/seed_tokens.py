@@ -24,7 +24,7 @@ def is_seed_document(document: Any) -> bool:
     return not ours or "client_id" in document["tokens"]
 
 
-def seed_entry(token: str, spec: Any, where: str) -> dict[str, Any]:
+def seed_entry(spec: Any, where: str) -> dict[str, Any]:
     """One seed entry as the fields of our entry (principal_id, tenant_id, principal_type, roles, scopes,
     expires_at); raises ImproperlyConfigured naming `where` and what is missing."""
     if not isinstance(spec, dict):

@@ -96,7 +96,7 @@ class StaticTokenVerifier:
         entries = {}
         for index, (token, spec) in enumerate(tokens.items()):
             where = f"{path}: tokens entry {index + 1}"
-            fields = seed_entry(token, spec, where) if seed else _our_entry(spec, where)
+            fields = seed_entry(spec, where) if seed else _our_entry(spec, where)
             if len(token) < MIN_TOKEN_LENGTH:
                 self._short(f"{where} ({fields['principal_id']}, {len(token)} characters)")
             entries[_digest(token)] = _StaticEntry(
@@ -144,7 +144,7 @@ class StaticTokenVerifier:
 def _our_entry(spec: Any, where: str) -> dict[str, Any]:
     if not isinstance(spec, dict) or not spec.get("principal_id") or not spec.get("tenant_id"):
         raise ImproperlyConfigured(f"{where} needs principal_id and tenant_id.")
-    return spec
+    return {**spec, "expires_at": None}  # our format has no expiry: a token lives until it leaves the file
 
 
 def _digest(token: str) -> str:
