@@ -10,10 +10,12 @@ import argparse
 import ipaddress
 import os
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from saga_project import seed_cli
 from saga_project.cli import exit_on_misconfiguration
+from saga_project.environment import load_dotenv
 from saga_project.seed_flags import SeedFlagRefused
 
 PROGRAM = "semantic-saga-a2a"
@@ -84,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     args.prog_name = PROGRAM
     if args.transport != HTTP_TRANSPORT:
         sys.exit("semantic-saga-a2a: A2A is served over HTTP only; for MCP over stdio run semantic-saga-mcp.")
+    load_dotenv(Path(__file__).resolve().parent.parent / ".env")  # see seed_cli.main
     try:
         os.environ.update(_a2a_environment(args))
     except SeedFlagRefused as refused:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 from saga_project.cli import exit_on_misconfiguration
+from saga_project.environment import load_dotenv
 from saga_project.seed_flags import SeedFlagRefused, add_seed_flags, seed_environment
 
 PROGRAM = "semantic-saga-mcp"
@@ -94,6 +96,8 @@ def _public_url_guess(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     args.prog_name = PROGRAM
+    # .env first (as settings would read it), so a guessed value never beats it and a flag given always does.
+    load_dotenv(Path(__file__).resolve().parent.parent / ".env")
     try:
         os.environ.update(_environment(args))
     except SeedFlagRefused as refused:
