@@ -17,6 +17,8 @@ from saga_project.environment import load_dotenv
 from saga_project.seed_flags import SeedFlagRefused, add_seed_flags, seed_environment
 
 PROGRAM = "semantic-saga-mcp"
+# Where the seed looked for OPA's bearer token when --policy-opa-token-env was not given.
+SEED_OPA_TOKEN_VARIABLE = "SAGA_OPA_TOKEN"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,6 +71,8 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         env["SAGA_OPA_DECISION_PATH"] = args.policy_opa_decision_path
     if args.policy_opa_token_env:
         env["SAGA_OPA_TOKEN_ENV"] = args.policy_opa_token_env
+    elif not os.environ.get("SAGA_OPA_TOKEN_ENV") and os.environ.get(SEED_OPA_TOKEN_VARIABLE):
+        env["SAGA_OPA_TOKEN_ENV"] = SEED_OPA_TOKEN_VARIABLE  # the seed sent $SAGA_OPA_TOKEN to OPA unless told
     if args.worker_id:
         env["SAGA_WORKER_ID"] = args.worker_id
     if args.otel_endpoint:

@@ -119,3 +119,12 @@ def test_a_lease_below_two_seconds_stops_start_up_with_the_reason():
     from tests.startup import refused_at_start_up
 
     assert "at least 2" in refused_at_start_up("SAGA_LEASE_SECONDS", "1.5")
+
+
+def test_opa_gets_the_seeds_default_token_variable_when_it_is_set(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SAGA_OPA_TOKEN_ENV", raising=False)
+    monkeypatch.delenv("SAGA_OPA_TOKEN", raising=False)
+    assert "SAGA_OPA_TOKEN_ENV" not in translate()
+    monkeypatch.setenv("SAGA_OPA_TOKEN", "opa-secret")
+    assert translate()["SAGA_OPA_TOKEN_ENV"] == "SAGA_OPA_TOKEN"
+    assert translate("--policy-opa-token-env", "MY_OPA")["SAGA_OPA_TOKEN_ENV"] == "MY_OPA"
