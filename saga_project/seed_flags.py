@@ -116,8 +116,9 @@ def seed_environment(args: argparse.Namespace) -> Translation:
         env["SAGA_JWT_TENANT_CLAIMS"] = ",".join(dict.fromkeys([*SEED_TENANT_CLAIMS, *args.auth_tenant_claim]))
     if args.auth_required_scope:
         env["SAGA_AUTH_REQUIRED_SCOPES"] = ",".join(args.auth_required_scope)
-    if args.allowed_origin:
-        env["SAGA_ALLOWED_ORIGINS"] = ",".join(args.allowed_origin)
+    if args.allowed_origin:  # added to the variable's list, as the seed added them (it read the same variable)
+        current = [o.strip() for o in os.environ.get("SAGA_ALLOWED_ORIGINS", "").split(",") if o.strip()]
+        env["SAGA_ALLOWED_ORIGINS"] = ",".join(dict.fromkeys([*current, *args.allowed_origin]))
     if args.auth_allow_missing_tenant:
         env["SAGA_JWT_ALLOW_MISSING_TENANT"] = "true"
     if args.allow_unauthenticated_http or args.allow_unauthenticated_a2a:

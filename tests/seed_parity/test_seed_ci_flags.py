@@ -128,3 +128,9 @@ def test_opa_gets_the_seeds_default_token_variable_when_it_is_set(monkeypatch: p
     monkeypatch.setenv("SAGA_OPA_TOKEN", "opa-secret")
     assert translate()["SAGA_OPA_TOKEN_ENV"] == "SAGA_OPA_TOKEN"
     assert translate("--policy-opa-token-env", "MY_OPA")["SAGA_OPA_TOKEN_ENV"] == "MY_OPA"
+
+
+def test_allowed_origins_add_to_the_variable_as_in_the_seed(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SAGA_ALLOWED_ORIGINS", "https://a.example.com")
+    env = translate("--allowed-origin", "https://b.example.com")
+    assert env["SAGA_ALLOWED_ORIGINS"] == "https://a.example.com,https://b.example.com"
