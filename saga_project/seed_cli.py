@@ -57,6 +57,8 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         env["DATABASE_URL"] = args.postgres_dsn
     if args.actions:
         env["SAGA_ACTIONS_FILE"] = os.path.abspath(args.actions)
+    # The seed's hosts were the MCP SDK's patterns, 'mcp.example.com:*' among them; ours accept any port of a host.
+    args.allowed_host = list(dict.fromkeys(host.removesuffix(":*") for host in args.allowed_host))
     if args.allowed_host:
         current = os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
         env["ALLOWED_HOSTS"] = ",".join([current, *args.allowed_host])

@@ -134,3 +134,11 @@ def test_allowed_origins_add_to_the_variable_as_in_the_seed(monkeypatch: pytest.
     monkeypatch.setenv("SAGA_ALLOWED_ORIGINS", "https://a.example.com")
     env = translate("--allowed-origin", "https://b.example.com")
     assert env["SAGA_ALLOWED_ORIGINS"] == "https://a.example.com,https://b.example.com"
+
+
+def test_the_readmes_host_port_patterns_become_plain_hosts(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SAGA_PUBLIC_URL", raising=False)
+    monkeypatch.delenv("ALLOWED_HOSTS", raising=False)
+    env = translate("--allowed-host", "mcp.example.com:*", "--allowed-host", "mcp.example.com")
+    assert env["ALLOWED_HOSTS"].split(",")[3:] == ["mcp.example.com"]
+    assert env["SAGA_PUBLIC_URL"] == "https://mcp.example.com"
