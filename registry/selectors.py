@@ -69,12 +69,18 @@ def action_list(include_inactive: bool = False) -> list[ActionDefinition]:
     return list(rows if include_inactive else rows.filter(active=True))
 
 
+# semantic-saga-mcp called an in-process action `runtime`; an answer's `kind` uses its name for our builtins, and
+# `contract_kind` always says the contract's own kind (builtin, http, mcp).
+SEED_KIND = {"builtin": "runtime"}
+
+
 def action_summary(row: ActionDefinition) -> dict[str, Any]:
     definition = row.definition
     return {
         "id": row.action_id,
         "version": row.version,
-        "kind": row.kind,
+        "kind": SEED_KIND.get(row.kind, row.kind),
+        "contract_kind": row.kind,
         "description": definition.get("description"),
         "definition_hash": row.definition_hash,
         "semantic": definition.get("semantic"),
@@ -90,6 +96,28 @@ def action_detail(row: ActionDefinition) -> dict[str, Any]:
         **action_summary(row),
         "definition": row.definition,
         "resolved_execution_policy": resolved_execution_policy(row.definition),
+        **_implementation(row),
+    }
+
+
+def _implementation(row: ActionDefinition) -> dict[str, Any]:
+    """semantic-saga-mcp's `implementation` (the code that runs an in-process action) and `implementation_hash`
+    (SHA-256 of that code's source, forward and compensation): a different hash means different code runs it.
+    Both are null for an action another service runs (http, mcp), whose contract is all there is to pin."""
+    import hashlib
+    import inspect
+
+    from registry.actions.builtin import BUILTIN_HANDLERS
+
+    parts = (row.definition.get("forward"), row.definition.get("compensation")) if row.kind == "builtin" else ()
+    names = [part.get("builtin") for part in parts if isinstance(part, dict)]
+    handlers = [BUILTIN_HANDLERS[name] for name in names if isinstance(name, str) and name in BUILTIN_HANDLERS]
+    if not handlers:
+        return {"implementation": None, "implementation_hash": None}
+    source = "".join(inspect.getsource(handler) for handler in handlers)
+    return {
+        "implementation": f"{handlers[0].__module__}.{handlers[0].__qualname__}",
+        "implementation_hash": hashlib.sha256(source.encode("utf-8")).hexdigest(),
     }
 
 

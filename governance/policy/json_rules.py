@@ -32,6 +32,14 @@ from governance.policy.facts import (
 SCHEMA_PATH = Path(__file__).with_name("governance_policy.schema.json")
 WILDCARD = "*"
 
+# What semantic-saga-mcp calls each budget in a refusal; its clients and CI match on these phrases.
+SEED_BUDGET_LABELS = {
+    "max_steps_per_saga": "saga step budget",
+    "max_planned_nodes": "planned-node budget",
+    "max_risk_units": "risk-unit budget",
+    "max_parallel": "parallelism budget",
+}
+
 
 @cache
 def policy_schema() -> dict[str, Any]:
@@ -127,8 +135,10 @@ class JsonPolicy:
         ]
         for name, applies, wanted in checks:
             if applies and name in budgets and wanted > budgets[name]:
+                # Opens with semantic-saga-mcp's wording ("parallelism budget exceeded: ..."), which clients match on.
                 reason = (
-                    f"hard budget {name} is {budgets[name]} for tenant {facts.tenant_id}; this would make it {wanted}"
+                    f"{SEED_BUDGET_LABELS[name]} exceeded: requested {wanted}, limit {budgets[name]} (hard budget "
+                    f"{name} of tenant {facts.tenant_id})"
                 )
                 return self._decide("deny", reason, budget=name)
         return None

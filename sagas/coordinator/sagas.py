@@ -72,13 +72,32 @@ def begin(*, actor: Principal, metadata: dict[str, Any] | None, preview: bool, k
         raise gates.kill_switch(f"tenant {actor.tenant_id}", switch.reason, switch.engaged_by, what)
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))
     quotas.check_new_saga_rate(actor)
-    meta["_identity"] = actor.identity_metadata()
+    meta["_identity"] = _identity(actor)
     saga = Saga(
         tenant_id=actor.tenant_id, creator_principal_id=actor.principal_id, metadata=meta, preview=preview, kind=kind
     )
     with new_saga_tx(saga, actor) as tx:
         tx.record(E.SAGA_STARTED, status=SagaStatus.ACTIVE, data={"preview": True} if preview else None)
     return saga
+
+
+# semantic-saga-mcp's `identity_source` names, by how our surfaces authenticate the principal.
+_LOCAL_PROTOCOLS = frozenset({"stdio", "mcp-proxy-stdio", "cli"})
+_BEARER_PROTOCOLS = frozenset({"mcp", "mcp-proxy", "a2a", "rest"})
+
+
+def _identity(actor: Principal) -> dict[str, Any]:
+    """Ours beside semantic-saga-mcp's `roles` and `identity_source` (a bearer token: oauth-access-token; this
+    machine's process: local-process; no authentication: anonymous-development; else our protocol's name)."""
+    if not actor.authenticated:
+        source = "anonymous-development"
+    elif actor.protocol in _LOCAL_PROTOCOLS:
+        source = "local-process"
+    elif actor.protocol in _BEARER_PROTOCOLS:
+        source = "oauth-access-token"
+    else:
+        source = actor.protocol
+    return {**actor.identity_metadata(), "roles": sorted(actor.roles), "identity_source": source}
 
 
 def saga_checkpoint(*, actor: Principal, saga_id: object, name: str, data: dict[str, Any] | None = None) -> Checkpoint:

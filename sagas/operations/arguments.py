@@ -181,6 +181,16 @@ class AuditArgs(SagaRef):
     event_types: list[str] = Field(default_factory=list)
 
 
+class VerifyArgs(SagaRef):
+    # semantic-saga-mcp's verify_audit_chain accepted the audit read's arguments; the whole chain is always checked.
+    limit: int = Field(
+        default=500, ge=1, le=5000, description="Accepted for semantic-saga-mcp clients; the whole chain is checked."
+    )
+    event_types: list[str] = Field(
+        default_factory=list, description="Accepted for semantic-saga-mcp clients; every event type is checked."
+    )
+
+
 class PolicyStatusArgs(Args):
     tenant_id: str | None = Field(default=None, description="Another tenant's status needs the admin capability.")
 

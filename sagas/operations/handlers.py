@@ -33,6 +33,7 @@ from sagas.operations.arguments import (
     RunArgs,
     SagaRef,
     TimelineArgs,
+    VerifyArgs,
 )
 from sagas.selectors import shapes
 
@@ -154,7 +155,7 @@ def audit(actor: Principal, a: AuditArgs) -> dict[str, Any]:
     return selectors.saga_audit_events(actor=actor, saga_id=a.saga_id, limit=a.limit, event_types=a.event_types)
 
 
-def verify(actor: Principal, a: SagaRef) -> dict[str, Any]:
+def verify(actor: Principal, a: VerifyArgs) -> dict[str, Any]:
     return selectors.saga_verify_audit(actor=actor, saga_id=a.saga_id)
 
 
@@ -163,8 +164,14 @@ def policy_status(actor: Principal, a: PolicyStatusArgs) -> dict[str, Any]:
 
 
 def policy_decisions(actor: Principal, a: PolicyDecisionsArgs) -> dict[str, Any]:
-    events = selectors.saga_audit_events(actor=actor, saga_id=a.saga_id, limit=a.limit, event_types=["POLICY_DECISION"])
-    return {"saga_id": events["saga_id"], "decisions": events["events"]}
+    decisions = selectors.saga_audit_events(
+        actor=actor, saga_id=a.saga_id, limit=a.limit, event_types=["POLICY_DECISION"]
+    )
+    # `events` is semantic-saga-mcp's answer: the decisions and the rollback/rejection safety overrides.
+    seed = selectors.saga_audit_events(
+        actor=actor, saga_id=a.saga_id, limit=a.limit, event_types=["POLICY_DECISION", "POLICY_SAFETY_OVERRIDE"]
+    )
+    return {"saga_id": decisions["saga_id"], "decisions": decisions["events"], "events": seed["events"]}
 
 
 # --- the action registry ------------------------------------------------------------------------------------------

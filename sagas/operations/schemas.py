@@ -115,6 +115,7 @@ EVENT = _obj(
     {
         "sequence": {"type": "integer"},
         "id": {"type": "string"},
+        "saga_id": {"type": "string"},
         "event_type": {"type": "string"},
         "actor_principal_id": {"type": "string"},
         "created_at": {"type": "string"},
@@ -136,10 +137,28 @@ TIMELINE = _obj(
         "checkpoints": {"type": "array", "items": ANY_OBJECT},
         "events": {"type": "array", "items": EVENT},
         "integrity": VERIFY,
+        # The same facts under semantic-saga-mcp's names (sagas.selectors.timeline).
+        "saga_id": {"type": "string"},
+        "status": {"type": "string"},
+        "created_at": {"type": "string"},
+        "updated_at": {"type": "string"},
+        "workflow_nodes": {"type": "array", "items": NODE},
+        "audit": {"type": "array", "items": EVENT},
+        "audit_integrity": VERIFY,
     }
 )
-POLICY_STATUS = _obj({"tenant_id": {"type": "string"}, "backend": {"type": "string"}})
-POLICY_DECISIONS = _obj({"saga_id": {"type": "string"}, "decisions": {"type": "array", "items": EVENT}})
+POLICY_STATUS = _obj(
+    {"tenant_id": {"type": "string"}, "backend": {"type": "string"}, "enabled": {"type": "boolean"}},
+    revision=NULLABLE_STR,
+)
+POLICY_DECISIONS = _obj(
+    {
+        "saga_id": {"type": "string"},
+        "decisions": {"type": "array", "items": EVENT},
+        # semantic-saga-mcp's name: POLICY_DECISION and POLICY_SAFETY_OVERRIDE events.
+        "events": {"type": "array", "items": EVENT},
+    }
+)
 ACTION = _obj(
     {
         "id": {"type": "string"},

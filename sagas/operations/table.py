@@ -240,7 +240,7 @@ TABLE: list[Operation[Any]] = [
     Operation(
         "verify_audit_chain",
         "verify_audit",
-        args.SagaRef,
+        args.VerifyArgs,
         do.verify,
         R,
         out.OUT_VERIFY,

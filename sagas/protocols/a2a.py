@@ -228,7 +228,9 @@ def run_command(operation: Operation[Any], principal: Principal, args: Args) -> 
 def refusal_parts(refusal: ServiceError) -> list[Part]:
     reason = f"{refusal.code}: {refusal.message}"
     if isinstance(refusal, Forbidden):
-        reason = f"Not authorized. {reason}"
+        # "is not authorized": semantic-saga-mcp's words ("Principal is not authorized to call ..."), which its
+        # A2A smoke job matches on.
+        reason = f"Not authorized (the principal is not authorized to call this operation). {reason}"
     error = json.loads(json.dumps(refusal.as_dict(), default=str))
     return [new_text_part(reason), new_data_part({"error": error}, media_type=JSON_MEDIA_TYPE)]
 

@@ -29,6 +29,8 @@ def audit_event_to_dict(event: AuditEvent) -> dict[str, Any]:
     return {
         "sequence": event.sequence,
         "id": str(event.id),
+        # As semantic-saga-mcp's events carry it (a control-plane event: its chain's id, audit.control_plane).
+        "saga_id": str(event.saga_id),
         "event_type": event.event_type,
         "actor_principal_id": event.actor_principal_id,
         "actor_type": event.actor_type,

@@ -15,4 +15,9 @@ def policy_status(*, actor: Principal, tenant_id: str | None = None) -> dict[str
     tenant = tenant_id or actor.tenant_id
     if tenant != actor.tenant_id:
         authorize(actor, ADMIN, "policy_status_other_tenant")
-    return governance_policy.policy_status(tenant)
+    status = governance_policy.policy_status(tenant)
+    # semantic-saga-mcp's names beside ours: `enabled`, and revision "disabled" when no policy is configured.
+    enabled = status["backend"] != governance_policy.BACKEND_NONE
+    if not enabled and status.get("revision") is None:
+        status["revision"] = "disabled"
+    return {**status, "enabled": enabled}

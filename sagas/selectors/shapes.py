@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
@@ -9,6 +10,9 @@ from typing import Any
 
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 from sagas.selectors.approvals import ApprovalContext, approval_context, pending_of, waiting_contexts
+
+# semantic-saga-mcp's `workflow.version`: the shape of the workflow object, 1 on both servers.
+WORKFLOW_VERSION = 1
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -112,9 +116,16 @@ def checkpoint_to_dict(checkpoint: Checkpoint, *, payload: bool = True) -> dict[
     return out
 
 
+def session_id(tenant_id: str) -> str:
+    """semantic-saga-mcp's `session_id`: the scope that owns a saga. Ownership is the tenant's on both servers, and
+    the value is the one it gave: "tenant:" and the SHA-256 of the tenant id."""
+    return "tenant:" + hashlib.sha256(tenant_id.encode("utf-8")).hexdigest()
+
+
 def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
     out = {
         "id": str(saga.id),
+        "session_id": session_id(saga.tenant_id),
         "tenant_id": saga.tenant_id,
         "creator_principal_id": saga.creator_principal_id,
         "status": saga.status,
@@ -143,6 +154,7 @@ def saga_to_dict(saga: Saga) -> dict[str, Any]:
     if nodes or checkpoints:
         contexts = waiting_contexts(nodes)
         out["workflow"] = {
+            "version": WORKFLOW_VERSION,
             "nodes": [node_to_dict(n, contexts=contexts) for n in nodes],
             "checkpoints": [checkpoint_to_dict(c) for c in checkpoints],
         }

@@ -22,12 +22,33 @@ def saga_timeline(*, actor: Principal, saga_id: object, limit: int | None = 1000
     count = bounded_limit(limit, "limit", 1000, MAX_EVENTS)
     nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))
     contexts = waiting_contexts(nodes)
-    events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")[:count]
+    events = [audit_event_to_dict(e) for e in AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")[:count]]
+    summary = shapes.saga_summary(saga, payload=False)
+    node_dicts = [shapes.node_to_dict(n, payload=False, contexts=contexts) for n in nodes]
+    integrity = verify_chain(saga.id).as_dict()
     return {
-        "saga": shapes.saga_summary(saga, payload=False),
+        "saga": summary,
         "steps": [shapes.step_to_dict(s, payload=False) for s in saga.steps.order_by("sequence")],
-        "nodes": [shapes.node_to_dict(n, payload=False, contexts=contexts) for n in nodes],
+        "nodes": node_dicts,
         "checkpoints": [shapes.checkpoint_to_dict(c, payload=False) for c in saga.checkpoints.order_by("created_at")],
-        "events": [audit_event_to_dict(e) for e in events],
-        "integrity": verify_chain(saga.id).as_dict(),
+        "events": events,
+        "integrity": integrity,
+        **_seed_fields(summary, node_dicts, events, integrity),
+    }
+
+
+def _seed_fields(
+    summary: dict[str, Any], nodes: list[dict[str, Any]], events: list[dict[str, Any]], integrity: dict[str, Any]
+) -> dict[str, Any]:
+    """The same facts under semantic-saga-mcp's names, so its clients read them where they always did: the saga's
+    id, status and times at the top, nodes as `workflow_nodes` (each with `approval_status`), the events as `audit`
+    and the chain's verdict as `audit_integrity`."""
+    return {
+        "saga_id": summary["id"],
+        "status": summary["status"],
+        "created_at": summary["created_at"],
+        "updated_at": summary["updated_at"],
+        "workflow_nodes": [{**node, "approval_status": (node["approval"] or {}).get("status")} for node in nodes],
+        "audit": events,
+        "audit_integrity": integrity,
     }

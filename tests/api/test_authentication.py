@@ -42,6 +42,8 @@ def test_the_principal_is_the_tokens(alice: APIClient):
         "tenant_id": "acme",
         "principal_type": "user",
         "protocol": "rest",
+        "roles": ["operator"],
+        "identity_source": "oauth-access-token",
     }
 
 

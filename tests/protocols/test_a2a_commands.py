@@ -89,6 +89,8 @@ def test_peer_a_runs_a_saga_end_to_end_and_peer_b_of_the_tenant_reads_it(
         "tenant_id": "acme",
         "principal_type": "user",
         "protocol": "a2a",
+        "roles": ["operator"],
+        "identity_source": "oauth-access-token",
     }
     assert metadata["_interop"] == {
         "protocol": "a2a",
@@ -115,7 +117,8 @@ def test_viewer_is_refused_commit_as_a_rejected_task(server: RunningServer):
         return sid, task, why
 
     sid, task, why = run(scenario())
-    assert why.startswith("Not authorized. FORBIDDEN: vera may not commit") and "execute" in why
+    assert why.startswith("Not authorized (the principal is not authorized to call this operation). FORBIDDEN: ")
+    assert "FORBIDDEN: vera may not commit" in why and "execute" in why
     assert not task.artifacts
     error = next(p for p in task.status.message.parts if p.HasField("data"))
     assert error.data.struct_value["error"]["code"] == "FORBIDDEN"

@@ -197,6 +197,8 @@ def test_a_new_connection_reads_a_saga_created_on_another(server: RunningServer)
         "tenant_id": "acme",
         "principal_type": "user",
         "protocol": "mcp",
+        "roles": ["operator"],
+        "identity_source": "oauth-access-token",
     }
 
 

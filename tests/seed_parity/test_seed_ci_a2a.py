@@ -14,7 +14,6 @@ from typing import Any
 from uuid import uuid4
 
 import httpx
-import pytest
 from a2a.client import ClientConfig, create_client
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -84,11 +83,6 @@ def test_the_cards_streaming_is_the_difference_docs_a2a_md_lists(tmp_path: Path)
     assert len(differences) == 2 and "capabilities.streaming" in differences[1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 29 item 5: a viewer's refused commit says 'Not authorized.'; the job matches 'not authorized' "
-    "(the seed's 'Principal is not authorized to call ...'), case-sensitively. Remove this mark once it matches.",
-)
 def test_a_viewers_refused_commit_carries_the_jobs_phrase(tmp_path: Path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
