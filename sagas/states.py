@@ -84,7 +84,10 @@ SAGA_TRANSITIONS: dict[str, frozenset[str]] = {
 
 NODE_TRANSITIONS: dict[str, frozenset[str]] = {
     # -> DRY only in a preview saga: its dry run evaluates every node that has not run, whatever it waits for.
-    NodeStatus.WAITING_DEPENDENCY: frozenset({NodeStatus.READY, NodeStatus.BLOCKED, NodeStatus.DRY}),
+    # -> WAITING_APPROVAL: a gated node's dependencies completed; only now is its approval pending.
+    NodeStatus.WAITING_DEPENDENCY: frozenset(
+        {NodeStatus.READY, NodeStatus.WAITING_APPROVAL, NodeStatus.BLOCKED, NodeStatus.DRY}
+    ),
     NodeStatus.WAITING_APPROVAL: frozenset(
         {NodeStatus.READY, NodeStatus.WAITING_DEPENDENCY, NodeStatus.REJECTED, NodeStatus.BLOCKED, NodeStatus.DRY}
     ),

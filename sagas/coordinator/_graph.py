@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
 from audit.models import EventType as E
 from sagas.coordinator import _ready_queries
+from sagas.coordinator._approval_requests import request_approval
 from sagas.coordinator._tx import Tx
-from sagas.models import Node, NodeDependency
-from sagas.states import NodeStatus
+from sagas.models import Approval, Node, NodeDependency
+from sagas.selectors.approvals import has_binding_approval
+from sagas.states import ApprovalStatus, NodeStatus
 
 # Dependency states that can never become COMPLETED without an explicit retry.
 BROKEN_DEPENDENCY_STATES = frozenset(
@@ -25,13 +32,15 @@ def dependency_state(node: Node) -> str:
 
 
 def waiting_status(node: Node, *, approved: bool) -> str:
-    """Where a (re)planned node waits: approval first, then dependencies."""
-    if node.approval_required and not approved:
-        return NodeStatus.WAITING_APPROVAL
+    """Where a (re)planned node waits: dependencies first, then approval (as semantic-saga-mcp orders them: an
+    approver decides about work that can run as soon as it is approved, so a node whose dependencies have not
+    completed is not approvable yet; tests/seed_parity/test_seed_answers_workflow.py)."""
     state = dependency_state(node)
-    if state == "met":
-        return NodeStatus.READY
-    return NodeStatus.BLOCKED if state == "broken" else NodeStatus.WAITING_DEPENDENCY
+    if state == "broken":
+        return NodeStatus.BLOCKED
+    if state == "waiting":
+        return NodeStatus.WAITING_DEPENDENCY
+    return NodeStatus.WAITING_APPROVAL if node.approval_required and not approved else NodeStatus.READY
 
 
 def _dependants(node: Node) -> list[Node]:
@@ -39,14 +48,40 @@ def _dependants(node: Node) -> list[Node]:
 
 
 def promote_dependants(tx: Tx, node: Node) -> list[Node]:
-    """After `node` COMPLETED: dependants whose dependencies are now all met become READY.
+    """After `node` COMPLETED: dependants whose dependencies are now all met become READY, or WAITING_APPROVAL
+    when they are gated and hold no binding approval (their approval request is put to approvers now). Returns
+    the READY ones.
 
-    One query finds them (waiting, with no dependency left that is not COMPLETED) and one statement promotes them
-    all, however wide the fan-out.
+    One query finds them (waiting, with no dependency left that is not COMPLETED) and one statement promotes the
+    READY ones, however wide the fan-out.
     """
-    ready = _ready_queries.dependants_now_ready(node)
+    met = _ready_queries.dependants_now_ready(node)
+    gated = [n for n in met if n.approval_required and not has_binding_approval(n)]
+    ready = [n for n in met if n not in gated]
     tx.transition_many(ready, NodeStatus.READY, event=E.NODE_READY)
+    for waiting in gated:
+        _await_approval(tx, waiting)
     return ready
+
+
+def _await_approval(tx: Tx, node: Node) -> None:
+    """The gated node now waits for its approver: the request made when it was planned counts its time to live
+    from now (it could not be decided before), and a node without one (retried after a rejection) asks anew."""
+    tx.transition(node, NodeStatus.WAITING_APPROVAL)
+    pending = node.approvals.filter(status=ApprovalStatus.PENDING).first()
+    if pending is None:
+        request_approval(tx, node, "retry")
+        return
+    ttl = settings.SAGA_APPROVAL_TTL_SECONDS
+    if ttl and pending.expires_at is not None:
+        Approval.objects.filter(pk=pending.pk).update(expires_at=timezone.now() + timedelta(seconds=ttl))
+    # The evidence of the moment the request became decidable (planning recorded when it was made).
+    tx.record(
+        E.APPROVAL_REQUESTED,
+        node=node,
+        status=ApprovalStatus.PENDING,
+        data={"approval_id": str(pending.id), "requested_by": pending.requested_by, "dependencies_met": True},
+    )
 
 
 def block_dependants(tx: Tx, node: Node, reason: str) -> None:

@@ -10,9 +10,6 @@ another contract or input. The reason text is stored on the approval only, never
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
-
 from django.conf import settings
 from django.utils import timezone
 
@@ -23,49 +20,16 @@ from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, authorize
 from sagas.coordinator import _graph, _held_calls_gone, _policy
+from sagas.coordinator._approval_requests import request_approval as request_approval  # re-exported
 from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node
-from sagas.selectors.approvals import input_digest
 from sagas.states import RECOVERABLE_SAGA_STATES, ApprovalStatus, NodeStatus, SagaStatus
 
 MAX_REASON_CHARS = 4000
-
-
-def request_approval(
-    tx: Tx,
-    node: Node,
-    requested_by: str,
-    *,
-    expires_in: float | None = None,
-    snapshot: dict[str, Any] | None = None,
-) -> Approval:
-    """A PENDING approval for `node`, bound to its contract hash and input digest. Audit APPROVAL_REQUESTED.
-
-    `requested_by` says why: `contract`, `caller`, `policy:<rule ids>`, `retry` or `proxy:<gate source>`
-    (sagas.selectors.approvals reads these back for the approver). `expires_in` (seconds) overrides the configured
-    time to live (a proxied call's confirm timeout). `snapshot` is the contract snapshot the approval binds when no
-    registry row holds it (a proxied call's, derived from the downstream tool).
-    """
-    ttl = settings.SAGA_APPROVAL_TTL_SECONDS if expires_in is None else expires_in
-    approval = Approval.objects.create(
-        node=node,
-        requested_by=requested_by,
-        definition_hash=node.action_definition_hash,
-        snapshot=snapshot,
-        input_digest=input_digest(node.input),
-        expires_at=timezone.now() + timedelta(seconds=ttl) if ttl else None,
-    )
-    tx.record(
-        E.APPROVAL_REQUESTED,
-        node=node,
-        status=ApprovalStatus.PENDING,
-        data={"approval_id": str(approval.id), "requested_by": requested_by},
-    )
-    return approval
 
 
 def node_approve(
@@ -73,11 +37,13 @@ def node_approve(
 ) -> Node:
     """Decide a WAITING_APPROVAL node. Needs ACTIVE or RECOVERY_REQUIRED.
 
-    Approve: approval APPROVED bound to the node's hash and input digest; node READY or WAITING_DEPENDENCY; audit
-    APPROVAL_GRANTED. Reject: approval REJECTED, node REJECTED, its dependants BLOCKED, saga RECOVERY_REQUIRED
-    (retry re-requests approval, rollback unwinds); audit APPROVAL_REJECTED. The reason text is never audited.
-    Errors: NODE_NOT_WAITING_APPROVAL; APPROVAL_EXPIRED (the request expired: it is recorded EXPIRED and counts as a
-    rejection), SEPARATION_OF_DUTIES and POLICY_DENIED, each raised after its evidence committed.
+    Approve: approval APPROVED bound to the node's hash and input digest; node READY (a gated node waits for its
+    dependencies first, so it is approvable only once they completed; one approved ahead by an older release goes to
+    WAITING_DEPENDENCY); audit APPROVAL_GRANTED. Reject: approval REJECTED, node REJECTED, its dependants BLOCKED,
+    saga RECOVERY_REQUIRED (retry re-requests approval, rollback unwinds); audit APPROVAL_REJECTED. The reason text
+    is never audited. Errors: NODE_NOT_WAITING_APPROVAL; APPROVAL_EXPIRED (the request expired: it is recorded
+    EXPIRED and counts as a rejection), SEPARATION_OF_DUTIES and POLICY_DENIED, each raised after its evidence
+    committed.
     """
     if not isinstance(approved, bool):
         raise InvalidInput(message="approved must be true or false.")
@@ -127,9 +93,16 @@ def _not_waiting(node: Node, *, proxied: bool) -> InvalidTransition:
     # A held proxied call that ended says how (denied, timed out, its holder gone): the decider learns nothing ran.
     said = node.error.get("message") if proxied and isinstance(node.error, dict) else None
     ended = f" ({said})" if said else ""
+    # "approval is not pending": semantic-saga-mcp's words for the same refusal, which its clients match on.
+    later = (
+        " Its approval becomes pending once its dependencies complete (run_ready_steps); decide it then."
+        if node.status == NodeStatus.WAITING_DEPENDENCY
+        else ""
+    )
     return InvalidTransition(
         "NODE_NOT_WAITING_APPROVAL",
-        f"Node {node.key or node.id} is {node.status}, not waiting for approval{ended}. Nothing was changed.",
+        f"Node {node.key or node.id} is {node.status}, not waiting for approval{ended}: its approval is not "
+        f"pending. Nothing was changed.{later}",
     )
 
 

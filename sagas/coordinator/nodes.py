@@ -61,10 +61,11 @@ def node_plan(
 ) -> Node:
     """Persist a version-pinned DAG node. Needs ACTIVE.
 
-    The node starts WAITING_APPROVAL (contract or caller asks for approval), READY, WAITING_DEPENDENCY or BLOCKED
-    (a dependency already cannot complete). Audit NODE_PLANNED (+ APPROVAL_REQUESTED). Replanning the same key with
-    the same content returns the existing node. Errors: INVALID_INPUT (nothing written), ACTION_NOT_FOUND,
-    NODE_NOT_FOUND (unknown dependency), NODE_KEY_CONFLICT.
+    The node starts WAITING_DEPENDENCY (a dependency has not completed; a gated node waits for its approval after
+    that), WAITING_APPROVAL (contract, policy or caller asks for approval), READY or BLOCKED (a dependency already
+    cannot complete). Audit NODE_PLANNED (+ APPROVAL_REQUESTED; again when a gated node's dependencies complete).
+    Replanning the same key with the same content returns the existing node. Errors: INVALID_INPUT (nothing
+    written), ACTION_NOT_FOUND, NODE_NOT_FOUND (unknown dependency), NODE_KEY_CONFLICT.
     """
     authorize(actor, EXECUTE, "plan")
     if key is not None and (not isinstance(key, str) or not key or len(key) > 200):

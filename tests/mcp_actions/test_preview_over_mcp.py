@@ -95,12 +95,15 @@ def test_preview_touches_nothing_downstream_and_promotion_runs_for_real(
         "timeout_seconds": 10,
     }
 
-    # when promoted, every check runs again: the policy gates the transfer in the real saga too
+    # when promoted, every check runs again: the policy gates the transfer in the real saga too (its approval is
+    # put to the approver once its dependencies completed)
     real = coordinator.saga_promote(actor=operator, saga_id=preview.id)
     nodes = {node.key: node for node in Node.objects.filter(saga=real)}
-    assert nodes["pay"].status == NodeStatus.WAITING_APPROVAL
+    assert nodes["pay"].status == NodeStatus.WAITING_DEPENDENCY and nodes["pay"].approval_required
     coordinator.saga_run_ready(actor=operator, saga_id=real.id, wait_seconds=30)
     assert crm.state()["accounts"] == world_before["accounts"]  # the transfer waits; contact and email ran
+    nodes["pay"].refresh_from_db()
+    assert nodes["pay"].status == NodeStatus.WAITING_APPROVAL
     coordinator.node_approve(actor=approver, saga_id=real.id, node_id="pay")
     coordinator.saga_run_ready(actor=operator, saga_id=real.id, wait_seconds=30)
     assert coordinator.saga_commit(actor=operator, saga_id=real.id).status == SagaStatus.COMMITTED

@@ -121,10 +121,12 @@ def test_promoting_a_preview_plans_it_again_with_fresh_checks_and_runs_for_real(
     coordinator.saga_run_ready(actor=operator, saga_id=preview.id, wait_seconds=0)
     # when promoted
     real = coordinator.saga_promote(actor=operator, saga_id=preview.id)
-    # then a new, real saga has the same nodes planned afresh: the transfer asks for a new approval
+    # then a new, real saga has the same nodes planned afresh: the transfer asks for a new approval, put to the
+    # approver once its dependencies completed
     assert not real.preview and real.metadata["promoted_from"] == str(preview.id) and real.metadata["order"] == "42"
     nodes = {n.key: n for n in Node.objects.filter(saga=real)}
-    assert nodes["transfer"].status == NodeStatus.WAITING_APPROVAL and nodes["reserve"].status == NodeStatus.READY
+    assert nodes["transfer"].status == NodeStatus.WAITING_DEPENDENCY and nodes["reserve"].status == NodeStatus.READY
+    assert nodes["transfer"].approvals.get().status == "PENDING"
     assert preview_report(actor=operator, saga_id=preview.id)["promoted_to"] == [str(real.id)]
     # and it runs for real once approved
     coordinator.saga_run_ready(actor=operator, saga_id=real.id, wait_seconds=30)
