@@ -44,6 +44,10 @@ def version() -> str:
 def add_seed_flags(parser: argparse.ArgumentParser) -> None:
     """The flags, each with the variable it sets; defaults are None so that only flags given are translated."""
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()} (Semantic Saga)")
+    parser.epilog = (
+        "Each flag sets the variable its help names, over the environment and .env; docs/configuration.md, "
+        "'From semantic-saga-mcp', says where a flag differs from semantic-saga-mcp's and why."
+    )
     auth = parser.add_argument_group("identity (semantic-saga-mcp's --auth-* flags)")
     auth.add_argument("--auth-mode", choices=["none", "jwt", "static"], help="SAGA_AUTH_MODE.")
     auth.add_argument("--auth-static-tokens", help="SAGA_AUTH_STATIC_TOKENS: token file, ours or the seed's format.")
@@ -61,7 +65,9 @@ def add_seed_flags(parser: argparse.ArgumentParser) -> None:
     auth.add_argument(
         "--auth-allow-missing-tenant", action="store_true", default=None, help="SAGA_JWT_ALLOW_MISSING_TENANT=true."
     )
-    auth.add_argument("--trust-identity-headers", action="store_true", default=None, help="Refused: see the docs.")
+    auth.add_argument(
+        "--trust-identity-headers", action="store_true", default=None, help="Refused: identity comes from tokens only."
+    )
     auth.add_argument(
         "--allow-unauthenticated-http", action="store_true", default=None, help="SAGA_ALLOW_UNAUTHENTICATED=true."
     )
