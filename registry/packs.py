@@ -159,8 +159,10 @@ class PackSet:
         return problems
 
     def uncovered(self, server: str, tools: Iterable[str]) -> list[str]:
-        """The tools of `server` no entry covers, in the order given."""
-        return [tool for tool in tools if not any(entry.covers(server, tool) for entry in self.entries)]
+        """The tools of `server` (all it offers, in the order given) that no usable entry covers: an entry whose
+        capture or inverse tool the server lacks covers nothing."""
+        offered = list(tools)
+        return [tool for tool in offered if self.usable_for(server, tool, offered) is None]
 
     def in_force(self, *, capture_enabled: bool) -> PackSet:
         """The packs as they apply: with captures switched off (`"capture": false`) an entry that needs a capture

@@ -14,6 +14,8 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from governance.identity.claims import claimed_tenant, principal_kind, tenant_claims
+
 
 def is_seed_document(document: Any) -> bool:
     """Ours has one key, "tokens", whose value maps tokens to entries; the seed's maps tokens to entries directly,
@@ -36,23 +38,21 @@ def seed_entry(spec: Any, where: str) -> dict[str, Any]:
     scopes = spec.get("scopes", [])
     if not isinstance(claims, dict) or not isinstance(scopes, list):
         raise ImproperlyConfigured(f"{where}: claims must be an object and scopes a list of names.")
-    tenant = next((str(claims[c]) for c in settings.SAGA_JWT_TENANT_CLAIMS if claims.get(c)), None)
+    tenant = claimed_tenant(claims)
     if tenant is None:
-        if not settings.SAGA_JWT_ALLOW_MISSING_TENANT:
-            raise ImproperlyConfigured(
-                f"{where} ({subject or client_id}) has no tenant claim ({', '.join(settings.SAGA_JWT_TENANT_CLAIMS)}) "
-                'in "claims". Add one, or allow tenantless tokens with --auth-allow-missing-tenant '
-                "(SAGA_JWT_ALLOW_MISSING_TENANT=true; they get SAGA_DEFAULT_TENANT)."
-            )
-        tenant = settings.SAGA_DEFAULT_TENANT
+        raise ImproperlyConfigured(
+            f"{where} ({subject or client_id}) has no tenant claim ({tenant_claims()}) "
+            'in "claims". Add one, or allow tenantless tokens with --auth-allow-missing-tenant '
+            "(SAGA_JWT_ALLOW_MISSING_TENANT=true; they get SAGA_DEFAULT_TENANT)."
+        )
     expires_at = spec.get("expires_at")
     if expires_at is not None and not isinstance(expires_at, int | float):
         raise ImproperlyConfigured(f"{where}: expires_at must be a Unix time in seconds, or absent.")
-    kind = claims.get(settings.SAGA_JWT_PRINCIPAL_TYPE_CLAIM) or ("user" if subject else "service")
+    kind = principal_kind(claims, has_subject=bool(subject))
     return {
         "principal_id": str(subject or client_id),
         "tenant_id": tenant,
-        "principal_type": str(kind),
+        "principal_type": kind,
         "roles": claims.get(settings.SAGA_JWT_ROLES_CLAIM),
         "scopes": scopes,
         "expires_at": float(expires_at) if expires_at is not None else None,

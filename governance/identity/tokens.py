@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.errors import AuthenticationFailed
+from governance.identity.claims import claimed_tenant, principal_kind, tenant_claims
 from governance.identity.listening import declared_host, loopback_only
 from governance.identity.principal import Principal
 from governance.identity.seed_tokens import is_seed_document, seed_entry
@@ -264,20 +265,17 @@ def principal_from_claims(claims: Mapping[str, Any], *, protocol: str) -> Princi
     subject = claims.get("sub") or claims.get("client_id")
     if not subject:
         raise AuthenticationFailed("The token names no principal: it has neither sub nor client_id.")
-    tenant = next((str(claims[c]) for c in settings.SAGA_JWT_TENANT_CLAIMS if claims.get(c)), None)
+    tenant = claimed_tenant(claims)
     if tenant is None:
-        if not settings.SAGA_JWT_ALLOW_MISSING_TENANT:
-            raise AuthenticationFailed(
-                f"The token carries no tenant claim ({', '.join(settings.SAGA_JWT_TENANT_CLAIMS)}); every request "
-                "must belong to a tenant. Ask your identity provider to add one."
-            )
-        tenant = settings.SAGA_DEFAULT_TENANT
+        raise AuthenticationFailed(
+            f"The token carries no tenant claim ({tenant_claims()}); every request must belong to a tenant. Ask "
+            "your identity provider to add one."
+        )
     scopes = _string_list(claims.get("scope")) + _string_list(claims.get("scp"))
-    kind = claims.get(settings.SAGA_JWT_PRINCIPAL_TYPE_CLAIM) or ("user" if claims.get("sub") else "service")
     return Principal(
         principal_id=str(subject),
         tenant_id=tenant,
-        principal_type=str(kind),
+        principal_type=principal_kind(claims, has_subject=bool(claims.get("sub"))),
         roles=frozenset(_string_list(claims.get(settings.SAGA_JWT_ROLES_CLAIM))),
         scopes=frozenset(scopes),
         authenticated=True,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx2
 from mcp import Client
@@ -96,3 +97,11 @@ async def bearer_client(url: str, token: str) -> Iterator[Client]:  # type: igno
 
 
 __all__ = ["ROOT", "SeedServer", "bearer_client", "command", "free_port", "seed_server", "wait_for_port"]
+
+
+def seed_policy(revision: str) -> dict[str, Any]:
+    """The policy document of the seed's governance job, under `revision`: every tenant allowed, approval from low
+    risk up, one node at a time."""
+    budgets = {"max_steps_per_saga": 10, "max_planned_nodes": 10, "max_risk_units": 20, "max_parallel": 1}
+    tenant = {"default_effect": "allow", "approval_at_or_above_risk": "low", "budgets": budgets}
+    return {"schema_version": 1, "revision": revision, "default_effect": "deny", "tenants": {"*": tenant}}

@@ -17,21 +17,10 @@ from registry.defaults import register_defaults
 from tests.protocols.conftest import ALICE, MALLORY, VERA
 from tests.protocols.mcp_client import connect
 from tests.seed_parity.answers_server import AnswersServer, answers_server
+from tests.seed_parity.seed_ci_harness import seed_policy
 
 REVISION = "seed-answers-1"
-# The seed's policy document shape: every tenant allowed, approval from low risk up, one node at a time.
-POLICY = {
-    "schema_version": 1,
-    "revision": REVISION,
-    "default_effect": "deny",
-    "tenants": {
-        "*": {
-            "default_effect": "allow",
-            "approval_at_or_above_risk": "low",
-            "budgets": {"max_steps_per_saga": 10, "max_planned_nodes": 10, "max_risk_units": 20, "max_parallel": 1},
-        }
-    },
-}
+POLICY = seed_policy(REVISION)
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.seed_parity.seed_ci_harness import bearer_client, free_port, seed_server
+from tests.seed_parity.seed_ci_harness import bearer_client, free_port, seed_policy, seed_server
 from tests.seed_parity.test_seed_ci_auth import ISSUER
 
 REVISION = "ci-policy-7"
@@ -21,18 +21,7 @@ TOKENS = {
     "viewer-token": ("viewer-client", "bob", "acme", "viewer"),
     "outsider-token": ("other-client", "mallory", "other", "viewer"),
 }
-POLICY = {
-    "schema_version": 1,
-    "revision": REVISION,
-    "default_effect": "deny",
-    "tenants": {
-        "*": {
-            "default_effect": "allow",
-            "approval_at_or_above_risk": "low",
-            "budgets": {"max_steps_per_saga": 10, "max_planned_nodes": 10, "max_risk_units": 20, "max_parallel": 1},
-        }
-    },
-}
+POLICY = seed_policy(REVISION)
 
 
 def governance_flags(tmp_path: Path, port: int) -> list[str]:

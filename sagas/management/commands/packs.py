@@ -110,8 +110,7 @@ class Command(BaseCommand):
                 "covers is not known. Start the server (or fix its entry) and run this again."
             )
         names = [tool.name for tool in server.tools]
-        # A tool whose entry calls a tool the server lacks is not covered: that entry can undo nothing.
-        uncovered = [t for t in names if config.packs.usable_for(server.spec.name, t, names) is None]
+        uncovered = config.packs.uncovered(server.spec.name, names)
         summary = f"{name}: {len(names)} tool(s), {len(names) - len(uncovered)} covered by a pack"
         if not uncovered:
             return f"{summary}; every tool has an inverse."
