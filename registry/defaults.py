@@ -3,9 +3,9 @@
 `register_defaults` runs at every start of a serving command (sagas.management.commands.serve), after
 SAGA_ACTIONS_FILE is loaded, and registers a default contract only when the registry holds no version of its id at
 all. So a registry file replaces it (another version of the id, active) or deactivates it (`"active": false`),
-and that choice survives every later start. The contract is registry/builtin_actions.json; the example registry
-(examples/action_registry.json) carries the same one, so loading the example after a default start is UNCHANGED
-rather than a version conflict (tests/registry/test_default_actions.py holds them equal).
+and that choice survives every later start. The contract is registry/builtin_actions.json. The example registry
+(examples/action_registry.json) leaves it out, as the seed's example does: a database that loaded an earlier example
+(create_text_file@1.0.0 without simulate_error, pinned by its steps) must go on loading today's example.
 """
 
 from __future__ import annotations

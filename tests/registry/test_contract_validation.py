@@ -25,7 +25,6 @@ def test_example_registry_validates(example_document: dict[str, Any]) -> None:
     contracts = validate_registry_document(example_document)
     # then every contract is accepted
     assert [c["id"] for c in contracts] == [
-        "create_text_file",
         "noop",
         "charge_card",
         "update_inventory",
@@ -192,13 +191,13 @@ def test_registry_file_shape_errors_are_file_errors() -> None:
 
 def test_registry_file_two_active_versions_refused(example_document: dict[str, Any]) -> None:
     # given a second active version of noop in the same file
-    newer = dict(example_document["actions"][1], version="2.0.0")
+    newer = dict(example_document["actions"][0], version="2.0.0")
     example_document["actions"].append(newer)
     # when validated
     error = _document_problems(example_document)
     # then the file is refused with a hint to deactivate one
     assert error.code == "INVALID_REGISTRY_FILE"
-    assert "actions[5]: a second active version of 'noop' (the other is at actions[1])" in error.message
+    assert "actions[4]: a second active version of 'noop' (the other is at actions[0])" in error.message
 
 
 def test_published_schema_matches_package_copy() -> None:

@@ -10,7 +10,7 @@ import pytest
 from governance.identity.principal import Principal
 from registry.defaults import default_contracts, register_defaults
 from registry.models import ActionDefinition
-from registry.services import registry_load_file
+from registry.services import action_register, registry_load_file
 from sagas import coordinator
 from sagas.errors import ActionFailedPermanent
 from sagas.states import SagaStatus
@@ -59,13 +59,34 @@ def test_a_registry_file_that_replaces_it_keeps_its_version(tmp_path: Path):
     ]
 
 
-def test_the_example_registry_carries_the_default_contract_unchanged():
+def test_the_example_registry_leaves_the_default_to_the_server():
     # given a server that started without a file
     register_defaults()
     # when the example registry is loaded afterwards
     report = registry_load_file(EXAMPLES)
-    # then its create_text_file is the same contract, not a version conflict
-    assert "create_text_file@1.0.0" in report.unchanged
+    # then it declares nothing about create_text_file (as the seed's example), so it cannot conflict with it
+    assert not any(ref.startswith("create_text_file@") for ref in report.created + report.unchanged)
+    assert ActionDefinition.objects.get(action_id="create_text_file").version == "1.0.0"
+
+
+def test_a_database_with_the_earlier_contract_keeps_it_and_loads_todays_example():
+    # given a database that loaded an earlier example registry: create_text_file@1.0.0 without simulate_error
+    earlier = _contract()
+    earlier["input_schema"] = {**earlier["input_schema"], "properties": _without_simulate_error(earlier)}  # type: ignore[dict-item]
+    action_register(earlier)
+    # when it is upgraded: today's example loaded (make run, SAGA_ACTIONS_FILE) and the server started
+    registry_load_file(EXAMPLES)
+    added = register_defaults()
+    # then nothing conflicts and the pinned earlier contract stays in force
+    assert added == []
+    kept = ActionDefinition.objects.get(action_id="create_text_file")
+    assert "simulate_error" not in kept.definition["input_schema"]["properties"]
+
+
+def _without_simulate_error(contract: dict[str, object]) -> dict[str, object]:
+    properties = dict(contract["input_schema"]["properties"])  # type: ignore[index]
+    properties.pop("simulate_error")
+    return properties
 
 
 def test_simulate_error_fails_the_step_and_the_saga_rolls_back(operator: Principal, file_root: Path):

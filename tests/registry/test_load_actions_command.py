@@ -26,10 +26,10 @@ def test_load_actions_prints_summary() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then one summary line lists what was created
     assert output.strip() == (
-        f"Loaded {EXAMPLE_REGISTRY}: 5 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
-        "update_inventory@1.0.0, crm_create_contact@1.0.0), 0 unchanged, 0 activated."
+        f"Loaded {EXAMPLE_REGISTRY}: 4 created (noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, "
+        "crm_create_contact@1.0.0), 0 unchanged, 0 activated."
     )
-    assert ActionDefinition.objects.count() == 5
+    assert ActionDefinition.objects.count() == 4
 
 
 def test_load_actions_second_run_reports_unchanged() -> None:
@@ -39,14 +39,13 @@ def test_load_actions_second_run_reports_unchanged() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then
     assert (
-        "0 created, 5 unchanged (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, "
-        "crm_create_contact@1.0.0)" in output
+        "0 created, 4 unchanged (noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, crm_create_contact@1.0.0)" in output
     )
 
 
 def test_load_actions_bad_file_raises_command_error(tmp_path: Path, example_document: dict[str, Any]) -> None:
     # given a file with an invalid retry policy
-    example_document["actions"][0]["execution_policy"]["forward"]["max_attempts"] = 0
+    example_document["actions"][1]["execution_policy"]["forward"]["max_attempts"] = 0
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(example_document), encoding="utf-8")
     # when loaded
@@ -54,7 +53,7 @@ def test_load_actions_bad_file_raises_command_error(tmp_path: Path, example_docu
         _run(str(path))
     # then the error names the path of the problem and nothing was written
     assert "INVALID_CONTRACT" in str(caught.value)
-    assert "actions[0].execution_policy.forward.max_attempts: 0 is less than the minimum of 1" in str(caught.value)
+    assert "actions[1].execution_policy.forward.max_attempts: 0 is less than the minimum of 1" in str(caught.value)
     assert not ActionDefinition.objects.exists()
 
 
@@ -64,7 +63,7 @@ def test_load_actions_defaults_to_setting(settings: Any) -> None:
     # when run without a file
     output = _run()
     # then that file is loaded
-    assert "5 created" in output
+    assert "4 created" in output
 
 
 def test_load_actions_without_file_or_setting_fails(settings: Any) -> None:

@@ -26,22 +26,20 @@ def test_registry_load_file_example_creates_all() -> None:
     report = registry_load_file(EXAMPLE_REGISTRY)
     # then every contract is created and active
     assert report.created == [
-        "create_text_file@1.0.0",
         "noop@1.0.0",
         "charge_card@1.0.0",
         "update_inventory@1.0.0",
         "crm_create_contact@1.0.0",
     ]
     assert set(ActionDefinition.objects.filter(active=True).values_list("action_id", flat=True)) == {
-        "create_text_file",
         "noop",
         "charge_card",
         "update_inventory",
         "crm_create_contact",
     }
     assert report.summary() == (
-        f"Loaded {EXAMPLE_REGISTRY}: 5 created (create_text_file@1.0.0, noop@1.0.0, charge_card@1.0.0, "
-        "update_inventory@1.0.0, crm_create_contact@1.0.0), 0 unchanged, 0 activated."
+        f"Loaded {EXAMPLE_REGISTRY}: 4 created (noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, "
+        "crm_create_contact@1.0.0), 0 unchanged, 0 activated."
     )
 
 
@@ -52,7 +50,7 @@ def test_registry_load_file_twice_is_idempotent() -> None:
     # when loaded again
     report = registry_load_file(EXAMPLE_REGISTRY)
     # then nothing changed
-    assert (report.created, report.activated, len(report.unchanged)) == ([], [], 5)
+    assert (report.created, report.activated, len(report.unchanged)) == ([], [], 4)
     assert list(ActionDefinition.objects.order_by("pk").values()) == before
 
 
@@ -72,8 +70,8 @@ def test_registry_load_file_one_bad_contract_writes_nothing(tmp_path: Path, exam
 def test_registry_load_file_conflict_writes_nothing(tmp_path: Path, example_document: dict[str, Any]) -> None:
     # given the example loaded, then a file that changes charge_card@1.0.0 and adds a new action
     registry_load_file(EXAMPLE_REGISTRY)
-    example_document["actions"][2]["forward"]["timeout_seconds"] = 3
-    example_document["actions"].insert(0, dict(example_document["actions"][1], id="noop2"))
+    example_document["actions"][1]["forward"]["timeout_seconds"] = 3
+    example_document["actions"].insert(0, dict(example_document["actions"][0], id="noop2"))
     # when loaded
     with pytest.raises(RegistryError) as caught:
         registry_load_file(_write(tmp_path, example_document))
@@ -87,8 +85,8 @@ def test_registry_load_file_new_version_replaces_active(tmp_path: Path, example_
     # given the example loaded
     registry_load_file(EXAMPLE_REGISTRY)
     # when a file with noop 1.1.0 (and 1.0.0 marked inactive) is loaded
-    old = dict(example_document["actions"][1], active=False)
-    new = dict(example_document["actions"][1], version="1.1.0")
+    old = dict(example_document["actions"][0], active=False)
+    new = dict(example_document["actions"][0], version="1.1.0")
     report = registry_load_file(_write(tmp_path, {"schema_version": 1, "actions": [old, new]}))
     # then 1.1.0 is the active noop
     assert (report.deactivated, report.created) == (["noop@1.0.0"], ["noop@1.1.0"])

@@ -19,10 +19,12 @@ FIRST_PROCESS = """
 import django, json
 django.setup()
 from governance.identity.principal import local_principal
+from registry.defaults import register_defaults
 from registry.services import registry_load_file
 from sagas import coordinator
 actor = local_principal()
 registry_load_file("examples/action_registry.json")
+register_defaults()
 saga = coordinator.saga_begin(actor=actor, metadata={"run": "restart"})
 coordinator.saga_step_execute(actor=actor, saga_id=saga.id, action="create_text_file",
                               input={"path": "a.txt", "content": "first"})

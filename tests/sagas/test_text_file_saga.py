@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from governance.identity.principal import Principal
+from registry.defaults import register_defaults
 from registry.services import registry_load_file
 from sagas import coordinator
 from sagas.errors import ActionFailedPermanent
@@ -15,7 +16,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "action_registry.j
 
 @pytest.fixture
 def example_registry() -> None:
+    # as a server starts: the example registry, then the default contracts (create_text_file@1.0.0)
     registry_load_file(str(EXAMPLES))
+    register_defaults()
 
 
 def test_rollback_deletes_only_the_file_its_step_created(operator: Principal, file_root: Path, example_registry: None):
