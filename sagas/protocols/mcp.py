@@ -150,7 +150,10 @@ def _jsonable(extra: dict[str, Any]) -> dict[str, Any]:
     return plain
 
 
+@functools.cache
 def tool_list() -> list[types.Tool]:
+    """The tools, built once: MCP_TOOLS is a constant table, and pydantic's schema generation is the costly part of
+    every tools/list (and of the 2026-07-28 parameter check, which would otherwise list tools on each call)."""
     return [
         types.Tool(
             name=tool.name,
@@ -168,6 +171,16 @@ def tool_list() -> list[types.Tool]:
     ]
 
 
+@functools.cache
+def _input_schemas() -> dict[str, dict[str, Any]]:
+    return {tool.name: tool.input_schema for tool in tool_list()}
+
+
+def tool_input_schema(name: str) -> dict[str, Any] | None:
+    """The SDK's `get_tool_input_schema` hook: used instead of running the tools/list handler per tools/call."""
+    return _input_schemas().get(name)
+
+
 def _input_schema(tool: Operation[Any]) -> dict[str, Any]:
     schema: dict[str, Any] = tool.arguments.model_json_schema()
     schema.pop("title", None)
@@ -179,7 +192,7 @@ def build_server(principal_for_request: Any) -> SagaServer:
     """The SDK server; `principal_for_request()` returns the Principal of the request being served."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list())
+        return types.ListToolsResult(tools=list(tool_list()))
 
     async def handle_call(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         # The client's trace context in params._meta (preferred over HTTP headers) continues through the call.
@@ -215,6 +228,7 @@ def build_server(principal_for_request: Any) -> SagaServer:
         title="Semantic Saga",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
+        get_tool_input_schema=tool_input_schema,
         on_call_tool=handle_call,
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
