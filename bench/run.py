@@ -7,6 +7,11 @@ redis-server and the Celery workers it needs on loopback, and stops them all on 
 level runs every system in rounds whose order rotates, so slow drift on a shared machine hits all systems alike;
 figures are medians of per-round values, p99 over all samples, and ratios are medians of per-round ratios.
 Progress goes to stderr; the table to stdout; the figures to bench/results/<date>[-quick].json.
+
+The surfaces as clients use them, each beside its bare reference in the same rounds (issue 30): mcp-http (the
+official client over Streamable HTTP, both protocol eras, SQLite and PostgreSQL: bench/mcp_surfaces.py), a2a
+(SendMessage vs a bare a2a-sdk server: bench/a2a_bench.py), proxy-read (the proxy over stdio and HTTP, journal on
+SQLite and PostgreSQL: bench/proxy_surfaces.py), cli (bench/cli_wall.py). The report: bench/report.py.
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import cli_wall, common
-from bench.common import Target, fmt, median, paired_ratio, progress, ratio, summarize
+from bench import common
+from bench.common import median, progress, summarize
+from bench.report import Collected, RoundFigure, build_report, docs_section, render
+
+__all__ = ["FULL", "QUICK", "Collected", "Plan", "RoundFigure", "build_report", "docs_section", "main", "render"]
 
 RESULTS = common.ROOT / "bench" / "results"
 DOCS = common.ROOT / "docs" / "benchmarks.md"
 SYSTEMS = ("bare", "embedded", "celery", "dbos", "celery-chain")
-COLLAPSE_LIMIT = 0.8  # steps/s at 64 concurrent sagas must keep at least this share of steps/s at 4
+PHASES = "levels,fanout,statements,audit,mcp,mcp-http,a2a,proxy,proxy-read,cli,recovery"
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,11 @@ class Plan:
     verify_events: int = 20_000
     recovery: tuple[bool, ...] = (False,)  # one trial per entry: idempotent contract or not
     cli_rounds: int = 5  # rounds of every operator verb and a bare interpreter start (bench/cli_wall.py)
+    # MCP over HTTP as clients use it (bench/mcp_surfaces.py): rounds, and iterations per session by workload
+    surface_rounds: int = 2
+    surface_iterations: dict[str, int] = field(default_factory=lambda: {"read": 15, "linear": 4, "dag": 2})
+    a2a_iterations: int = 15
+    proxy_read_iterations: int = 20  # per session of bench/proxy_surfaces.py (stdio sessions start processes)
 
 
 QUICK = Plan(
@@ -82,37 +95,11 @@ FULL = Plan(
     verify_events=100_000,
     recovery=(False, True, False, True),
     cli_rounds=10,
+    surface_rounds=4,
+    surface_iterations={"read": 50, "linear": 12, "dag": 6},
+    a2a_iterations=50,
+    proxy_read_iterations=100,
 )
-
-
-@dataclass
-class RoundFigure:
-    per_second: float  # steps/s (tasks/s for the plain Celery chain); NaN for bare
-    samples: list[float]  # per-step (per-op) seconds
-
-
-@dataclass
-class Collected:
-    # system -> level -> rounds
-    rounds: dict[str, dict[int, list[RoundFigure]]] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def add(self, system: str, level: int, figure: RoundFigure) -> None:
-        self.rounds.setdefault(system, {}).setdefault(level, []).append(figure)
-
-    def get(self, system: str, level: int) -> list[RoundFigure]:
-        return self.rounds.get(system, {}).get(level, [])
-
-    def per_second(self, system: str, level: int) -> float:
-        return median(r.per_second for r in self.get(system, level))
-
-    def peak(self, system: str) -> tuple[float, int]:
-        best = (math.nan, 0)
-        for level in self.rounds.get(system, {}):
-            value = self.per_second(system, level)
-            if not math.isnan(value) and (math.isnan(best[0]) or value > best[0]):
-                best = (value, level)
-        return best
 
 
 # --- measuring ------------------------------------------------------------------------------------------------------
@@ -160,6 +147,18 @@ class Harness:
 
             progress("starting our server (semantic-saga serve) and a bare MCPServer on loopback")
             self.mcp_servers = (mcp_roundtrip.start_ours(self.children), mcp_roundtrip.start_bare(self.children))
+        if {"mcp-http", "a2a"} - self.skip:
+            from bench import a2a_bench, mcp_surfaces
+
+            progress("starting semantic-saga serve on SQLite (a home of its own) and on PostgreSQL, bare servers")
+            self.surfaces = mcp_surfaces.start_all(self.children)
+            self.bare_a2a = {
+                database: a2a_bench.start_bare(
+                    self.children, mcp_surfaces.bare_database(database), f"a2a-bare-{database}"
+                )
+                for database in mcp_surfaces.DATABASES
+                if "a2a" not in self.skip
+            }
         if "proxy" not in self.skip:
             from bench import proxy_roundtrip
 
@@ -179,6 +178,10 @@ class Harness:
         if "mcp" not in self.skip:
             for child, url in self.mcp_servers:
                 mcp_roundtrip.wait_ready(child, url)
+        if {"mcp-http", "a2a"} - self.skip:
+            self.surfaces.wait()
+            for child, base in self.bare_a2a.values():
+                child.wait_for(lambda b=base: _answers(b), 90, "an answer on its card")
 
     def sagas_needed(self) -> tuple[int, int]:
         """(chained, fan-out) sagas the planned rounds will run."""
@@ -299,6 +302,42 @@ class Harness:
         finally:
             self.proxy_servers.stop()
 
+    def mcp_http(self) -> None:
+        from bench import mcp_surfaces
+
+        try:
+            rounds, iterations = self.plan.surface_rounds, self.plan.surface_iterations
+            self.data.extra["mcp_http"] = mcp_surfaces.measure(self.surfaces, rounds, iterations)
+        finally:
+            if "a2a" in self.skip:
+                self.surfaces.stop()
+
+    def a2a(self) -> None:
+        from bench import a2a_bench, mcp_surfaces
+
+        try:
+            pairs = {
+                database: (self.surfaces.url("ours", database).removesuffix("/mcp"), self.bare_a2a[database][1])
+                for database in mcp_surfaces.DATABASES
+            }
+            figures = a2a_bench.measure(pairs, self.plan.surface_rounds, self.plan.a2a_iterations)
+            self.data.extra["a2a"] = figures
+        finally:
+            self.surfaces.stop()
+            for child, _ in self.bare_a2a.values():
+                child.stop()
+
+    def proxy_read(self) -> None:
+        from bench import proxy_surfaces
+
+        progress("starting an MCP downstream and semantic-saga serve with the proxy on SQLite and on PostgreSQL")
+        servers = proxy_surfaces.start_all(self.children)
+        try:
+            rounds, iterations = self.plan.proxy_rounds, self.plan.proxy_read_iterations
+            self.data.extra["proxy_read"] = proxy_surfaces.measure(servers, rounds, iterations)
+        finally:
+            servers.stop()
+
     def cli(self) -> None:
         from bench import cli_wall
 
@@ -339,257 +378,6 @@ class Harness:
                     progress(f"closing {type(closer).__name__}: {exc}")
 
 
-# --- reporting ------------------------------------------------------------------------------------------------------
-
-
-def _ms(seconds: float) -> float:
-    return seconds * 1000
-
-
-def _latency(data: Collected, system: str, level: int = 1) -> common.Summary:
-    return summarize([r.samples for r in data.get(system, level)])
-
-
-def _paired_latency_ratio(data: Collected, a: str, b: str) -> float:
-    return paired_ratio(_latency(data, a).round_medians, _latency(data, b).round_medians)
-
-
-def build_report(data: Collected, plan: Plan) -> tuple[list[Target], list[list[str]], dict[str, Any]]:
-    bare = _latency(data, "bare")
-    ours = _latency(data, "embedded")
-    celery_lat = _latency(data, "celery")
-    dbos = _latency(data, "dbos")
-    ours_peak = max(((*data.peak("embedded"), "embedded"), (*data.peak("celery"), "celery")), key=_peak_key)
-    dbos_peak = data.peak("dbos")
-    celery_peak = data.peak("celery")
-    chain_peak = data.peak("celery-chain")
-    audit = data.extra.get("audit_chain", {})
-    chain_per_step = audit.get("events_per_node", math.nan) * audit.get("chain_seconds_per_event", math.nan)
-    mcp = data.extra.get("mcp", {"ours": [], "bare": []})
-    mcp_ours = summarize(mcp["ours"])
-    mcp_bare = summarize(mcp["bare"])
-    proxied_calls = data.extra.get("proxy", {"direct": [], "proxied": []})
-    direct = summarize(proxied_calls["direct"])
-    proxied = summarize(proxied_calls["proxied"])
-    recovery = data.extra.get("recovery", {"trials": [], "lease_seconds": math.nan, "sweep_interval_seconds": 0})
-    lease = float(recovery["lease_seconds"])
-    sweep = float(recovery["sweep_interval_seconds"])
-    resumes = {
-        kind: median(t["seconds"] for t in recovery["trials"] if t["contract"] == kind)
-        for kind in ("not idempotent", "idempotent")
-    }
-
-    targets = [
-        Target("chained step p50 / bare INSERT+COMMIT p50", _paired_latency_ratio(data, "embedded", "bare"), "<=", 1.3),
-        Target("chained step p99 / bare INSERT+COMMIT p99", ratio(ours.p99, bare.p99), "<=", 2.0),
-        Target("per-step p50 / DBOS per-step p50", _paired_latency_ratio(data, "embedded", "dbos"), "<=", 0.5),
-        Target(
-            "peak steps/s / DBOS peak steps/s",
-            ratio(ours_peak[0], dbos_peak[0]),
-            ">=",
-            2.0,
-            f"ours {ours_peak[2]}@{ours_peak[1]}, DBOS @{dbos_peak[1]}",
-        ),
-        Target(
-            "Celery-executor sagas steps/s / plain Celery chain tasks/s",
-            ratio(celery_peak[0], chain_peak[0]),
-            ">=",
-            3.0,
-            f"peaks: ours @{celery_peak[1]}, chain @{chain_peak[1]}",
-        ),
-        Target(
-            "hash chain share of a chained step (estimate)",
-            ratio(chain_per_step, ours.p50),
-            "<=",
-            0.10,
-            "computation only, no on/off switch",
-            unit="%",
-        ),
-    ]
-    for system in ("embedded", "celery"):
-        if data.get(system, 64) and data.get(system, 4):
-            targets.append(
-                Target(
-                    f"steps/s @64 / @4 sagas ({system})",
-                    ratio(data.per_second(system, 64), data.per_second(system, 4)),
-                    ">=",
-                    COLLAPSE_LIMIT,
-                    "no collapse",
-                )
-            )
-    targets += [
-        Target(
-            "MCP begin+execute / bare MCPServer 2 calls",
-            paired_ratio(mcp_ours.round_medians, mcp_bare.round_medians),
-            "<=",
-            1.5,
-        ),
-        Target(
-            "no-op tool through the proxy / called directly, p50",
-            paired_ratio(proxied.round_medians, direct.round_medians),
-            "<=",
-            2.0,
-            "allow gate, one call per iteration",
-        ),
-    ]
-    sessions = data.extra.get("new_sessions", {})
-    targets += [
-        Target(
-            "new PostgreSQL sessions per 100 steps, warm (embedded)",
-            sessions.get("embedded_per_100_steps", math.nan),
-            "<=",
-            0.0,
-            "pg_stat_database.sessions over 100 chained steps",
-            unit="count",
-        ),
-        Target(
-            "new PostgreSQL sessions per 100 MCP calls, warm",
-            sessions.get("mcp_per_100_calls", math.nan),
-            "<=",
-            0.0,
-            "served begin_saga/execute_saga_step, rounds 2 on",
-            unit="count",
-        ),
-    ]
-    cli = data.extra.get("cli", {})
-    slowest, verb = cli_wall.slowest_verb_p50(cli)
-    targets.append(
-        Target(
-            "slowest operator verb, CLI wall time p50",
-            slowest,
-            "<=",
-            0.5,
-            f"{verb}; bare `python -c pass` {fmt(median(cli.get('samples', {}).get(cli_wall.BARE, [])), 's')}",
-            unit="s",
-        )
-    )
-    for kind, outcome in (("not idempotent", "escalated"), ("idempotent", "re-run via Celery")):
-        if not math.isnan(resumes[kind]):
-            targets.append(
-                Target(
-                    f"recovery: SIGKILL -> {outcome}, / lease",
-                    ratio(resumes[kind], lease),
-                    "<=",
-                    ratio(lease + sweep, lease),
-                    f"{fmt(resumes[kind])} s; lease {lease:g} s + sweep {sweep:g} s",
-                )
-            )
-
-    def per_level(system: str) -> str:
-        return ", ".join(f"{fmt(data.per_second(system, lvl))}@{lvl}" for lvl in sorted(data.rounds.get(system, {})))
-
-    stmts = data.extra.get("statements", {})
-    pair = data.extra.get("immediate_pair", {})
-    fan = data.extra.get("fanout", {})
-    verify = data.extra.get("verify", {})
-    rows = [
-        ["bare INSERT+COMMIT (psycopg) p50 / p99", f"{fmt(_ms(bare.p50))} / {fmt(_ms(bare.p99))} ms", "", "", ""],
-        [
-            "chained step, embedded, 1 saga: p50 / p99",
-            f"{fmt(_ms(ours.p50))} / {fmt(_ms(ours.p99))} ms",
-            "",
-            "",
-            "",
-        ],
-        [
-            "chained step, Celery -c 2, 1 saga: p50 / p99",
-            f"{fmt(_ms(celery_lat.p50))} / {fmt(_ms(celery_lat.p99))} ms",
-            "",
-            "",
-            "",
-        ],
-        ["DBOS step, 1 workflow: p50 / p99", f"{fmt(_ms(dbos.p50))} / {fmt(_ms(dbos.p99))} ms", "", "", ""],
-        ["steps/s ours embedded @ concurrent sagas", per_level("embedded"), "", "", ""],
-        ["steps/s ours Celery (-c 2) @ concurrent sagas", per_level("celery"), "", "", ""],
-        ["steps/s DBOS @ concurrent workflows", per_level("dbos"), "", "", ""],
-        ["tasks/s plain Celery chain (-c 2) @ concurrent chains", per_level("celery-chain"), "", "", ""],
-        [
-            "fan-out 1->16->1 wall time (embedded / Celery)",
-            " / ".join(f"{fmt(_ms(median(r['seconds'] for r in fan.get(s, []))))} ms" for s in ("embedded", "celery")),
-            "",
-            "",
-            "",
-        ],
-        [
-            "MCP begin_saga+execute_saga_step vs bare 2 calls, p50",
-            f"{fmt(_ms(mcp_ours.p50))} vs {fmt(_ms(mcp_bare.p50))} ms",
-            "",
-            "",
-            f"the same two calls in process: {fmt(_ms(pair.get('seconds_p50', math.nan)))} ms, "
-            f"{fmt(pair.get('statements'))} statements",
-        ],
-        [
-            "no-op MCP tool, direct vs through the proxy: p50 / p99",
-            f"{fmt(_ms(direct.p50))} / {fmt(_ms(direct.p99))} vs {fmt(_ms(proxied.p50))} / {fmt(_ms(proxied.p99))} ms",
-            "",
-            "",
-            "",
-        ],
-        [
-            "hash chain per event / events per chained node",
-            f"{fmt(audit.get('chain_seconds_per_event', math.nan) * 1e6)} us / {fmt(audit.get('events_per_node'))}",
-            "",
-            "",
-            "",
-        ],
-        [
-            f"verify_audit over {fmt(float(verify.get('events', math.nan)))} events",
-            f"{fmt(verify.get('events_per_second'))} events/s",
-            "",
-            "",
-            "",
-        ],
-        [
-            "SQL statements per chained node / SELECT 1 round trip",
-            f"{fmt(stmts.get('statements_per_node'))} / "
-            f"{fmt(data.extra.get('select_1_round_trip', {}).get('p50', math.nan) * 1000, 'ms', 3)}",
-            "",
-            "",
-            "",
-        ],
-        *cli_wall.rows(cli),
-    ]
-    figures = {
-        "bare_insert_commit_ms": bare.as_dict(1000),
-        "chained_step_ms": {s: _latency(data, s).as_dict(1000) for s in ("embedded", "celery", "dbos")},
-        "per_second": {
-            s: {str(lvl): data.per_second(s, lvl) for lvl in sorted(data.rounds.get(s, {}))}
-            for s in ("embedded", "celery", "dbos", "celery-chain")
-        },
-        "per_second_rounds": {
-            s: {str(lvl): [r.per_second for r in rounds] for lvl, rounds in sorted(levels.items())}
-            for s, levels in data.rounds.items()
-            if s != "bare"
-        },
-        "mcp_ms": {"ours": mcp_ours.as_dict(1000), "bare": mcp_bare.as_dict(1000)},
-        "proxy_ms": {"direct": direct.as_dict(1000), "proxied": proxied.as_dict(1000)},
-        **{k: v for k, v in data.extra.items() if k not in ("mcp", "proxy")},
-    }
-    return targets, rows, figures
-
-
-def _peak_key(peak: tuple[float, int, str]) -> float:
-    return -math.inf if math.isnan(peak[0]) else peak[0]
-
-
-def render(targets: list[Target], rows: list[list[str]]) -> str:
-    header = ["figure", "value", "target", "verdict", "note"]
-    body = common.target_rows(targets) + rows
-    return common.markdown_table(header, body)
-
-
-def docs_section(table: str, meta: dict[str, Any]) -> str:
-    m = meta["machine"]
-    v = meta["versions"]
-    load = meta.get("loadavg_at_start")
-    busy = f", load average {load[0]:.1f} at the start" if load else ""
-    return (
-        f"Last run: {meta['date']}, `{meta['command']}` ({meta['mode']} mode, {meta['seconds']:.0f} s), "
-        f"git {meta['git']}; {m['nproc']} cores ({m['cpu']}){busy}, PostgreSQL {v.get('postgresql')}, "
-        f"Redis {v.get('redis')}, Python {m['python']}.\n\n{table}\n"
-    )
-
-
 def _git_head() -> str:
     import subprocess
 
@@ -600,6 +388,15 @@ def _git_head() -> str:
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def _answers(base: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{base}/.well-known/agent-card.json", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def _jsonable(value: Any) -> Any:
@@ -626,9 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--write-docs", action="store_true", help="also rewrite the marked section of docs/benchmarks.md"
     )
-    parser.add_argument(
-        "--skip", default="", help="comma-separated phases to skip (levels,fanout,mcp,proxy,cli,audit,recovery)"
-    )
+    parser.add_argument("--skip", default="", help=f"comma-separated phases to skip ({PHASES})")
     parser.add_argument(
         "--from-json", type=Path, help="with --write-docs: take the table from a saved result instead of running"
     )
@@ -650,7 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         ("statements", harness.statements),
         ("audit", harness.audit),
         ("mcp", harness.mcp),
+        ("mcp-http", harness.mcp_http),
+        ("a2a", harness.a2a),
         ("proxy", harness.proxy),
+        ("proxy-read", harness.proxy_read),
         ("cli", harness.cli),
         ("recovery", harness.recovery),
     ]

@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import common
+from bench import cli_wall, common, report_surfaces
 from bench.common import Summary, Target
+from bench.mcp_surfaces import DAG_NODES, dag_plan
 from bench.profile_chain import classify
 from bench.proxy_roundtrip import proxy_config
+from bench.proxy_surfaces import TOOL, http_config, server_name, stdio_config
 from bench.run import QUICK, Collected, RoundFigure, build_report, docs_section, render
 from bench.sagas_chain import chain_intervals
 from governance.policy.gates import gate_for
@@ -145,3 +147,57 @@ def test_the_proxy_bench_configuration_loads_and_allows_the_noop(tmp_path: Path)
 
 def test_summary_dataclass_defaults():
     assert Summary(1.0, 2.0, 3).round_medians == []
+
+
+def test_the_dag_has_eight_nodes_each_after_planned_ones():
+    plan = dag_plan()
+    assert len(plan) == DAG_NODES == 8
+    seen: set[str] = set()
+    for key, after in plan:
+        assert set(after) <= seen
+        seen.add(key)
+    assert plan[-1] == ("z", [f"b{n}" for n in range(1, 7)])
+
+
+def test_surface_targets_pair_ours_with_the_bare_reference_round_by_round():
+    extra = {
+        "mcp_http": {
+            "read/sqlite/legacy": {"ours": [[0.003, 0.003], [0.004]], "bare": [[0.002], [0.002]]},
+            "dag/postgresql/modern": {"ours": [[0.1]], "bare": [[0.05]]},
+            "_meta": {"dag_calls": [[11.0]]},
+        },
+        "a2a": {"sqlite": {"ours": [[0.01]], "bare": [[0.005]]}},
+        "proxy_read": {"stdio/sqlite": {"direct": [[0.001]], "proxied": [[0.0012]]}},
+    }
+    by_name = {t.name: t for t in report_surfaces.targets(extra)}
+    read = by_name["MCP read: get_saga / bare read_row (one SELECT), sqlite, legacy 2025-11-25"]
+    assert read.value == pytest.approx(1.75) and read.verdict == "MISS" and read.limit == 1.5
+    dag = next(t for t in by_name.values() if t.name.startswith("MCP DAG"))
+    assert dag.value == pytest.approx(2.0) and "11 calls each" in dag.detail
+    assert next(t for t in by_name.values() if t.name.startswith("A2A")).value == pytest.approx(2.0)
+    proxied = by_name["proxy over stdio, journal sqlite: read tool proxied / direct, p50"]
+    assert proxied.value == pytest.approx(1.2) and proxied.verdict == "PASS"
+    assert report_surfaces.figures(extra)["a2a_ms"]["sqlite"]["ours"]["p50"] == pytest.approx(10.0)
+
+
+def test_cli_verbs_are_judged_against_half_a_second_beside_the_bare_start():
+    figures = {
+        "samples": {cli_wall.BARE: [0.02, 0.03], "pending": [0.4, 0.45], "ledger": [0.7], cli_wall.APPROVE_SENT: [1.0]}
+    }
+    by_name = {t.name: t for t in cli_wall.targets(figures)}
+    assert by_name["CLI wall time: semantic-saga pending, p50"].verdict == "PASS"
+    assert by_name["CLI wall time: semantic-saga ledger, p50"].verdict == "MISS"
+    assert len(by_name) == 2 and "bare" in by_name["CLI wall time: semantic-saga ledger, p50"].detail
+    assert [row[0] for row in cli_wall.rows(figures)] == [
+        f"CLI wall time: {cli_wall.BARE}, p50 (min-max)",
+        f"CLI wall time: semantic-saga {cli_wall.APPROVE_SENT}, p50 (min-max)",
+    ]
+
+
+def test_the_proxy_read_configurations_load_and_allow_the_read(tmp_path: Path):
+    for config in (stdio_config(), http_config("http://127.0.0.1:9/mcp")):
+        path = tmp_path / "bench-proxy-read.json"
+        path.write_text(json.dumps(config))
+        loaded = load_proxy_config(path)
+        assert [server.name for server in loaded.servers] == [server_name()]
+        assert gate_for("read", TOOL, server_name(), "bench", "", loaded.gates).action == "allow"
