@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from audit import statements
 from audit.canonical import sha256_hex
 from audit.models import AuditEvent
 
@@ -102,7 +101,20 @@ def append(
     drafts: Sequence[EventDraft],
     head: tuple[int, str | None] | None = None,
 ) -> list[AuditEvent]:
-    """Append events to a saga's chain. Call inside the transaction that holds the saga row lock.
+    """Append events to a chain and write them (the control-plane chains; `link` says the rest)."""
+    rows = link(saga_id=saga_id, tenant_id=tenant_id, drafts=drafts, head=head)
+    return AuditEvent.objects.bulk_create(rows) if rows else rows
+
+
+def link(
+    *,
+    saga_id: uuid.UUID | str,
+    tenant_id: str,
+    drafts: Sequence[EventDraft],
+    head: tuple[int, str | None] | None = None,
+) -> list[AuditEvent]:
+    """The next events of a saga's chain, linked and hashed but not saved: the caller writes them, in the
+    transaction that holds the saga row lock (the coordinator with its own INSERT, sagas.coordinator.sql).
 
     `head` is the chain's current (last sequence, last event_hash), (0, None) for an empty chain, when the caller
     already read it under that lock (the coordinator keeps it on the saga row); without it, it is read here. A
@@ -135,7 +147,7 @@ def append(
         event.event_hash = compute_hash(previous, event_body(event))
         previous = event.event_hash
         rows.append(event)
-    return list(statements.insert(rows))
+    return rows
 
 
 def iter_events(saga_id: uuid.UUID | str) -> Iterator[AuditEvent]:

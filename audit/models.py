@@ -1,6 +1,7 @@
 """The append-only, per-saga hash-chained audit journal.
 
-Rows are written only by `audit.chain.append` inside the coordinator's transaction. The hashed body is every field
+Rows are made only by `audit.chain.link`: the coordinator writes a saga's inside its transaction, `audit.chain.append`
+a control-plane chain's. The hashed body is every field
 except `sequence`, `previous_hash` and `event_hash`; `created_at_text` is the canonical timestamp string that is
 hashed, so a database that re-renders timestamps cannot break verification.
 

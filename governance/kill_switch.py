@@ -10,12 +10,11 @@ chain's lock is taken first, so concurrent engagements of one tenant are seriali
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import uuid
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q
 
 from audit import control_plane
@@ -32,21 +31,6 @@ def engaged(tenant_id: str, saga_id: uuid.UUID | None = None) -> KillSwitch | No
     scope = Q(saga_id__isnull=True) | Q(saga_id=saga_id) if saga_id else Q(saga_id__isnull=True)
     found: KillSwitch | None = KillSwitch.objects.filter(tenant_id=tenant_id).filter(scope).order_by("saga_id").first()
     return found
-
-
-def tenant_stopped(tenant_id: str) -> bool:
-    """Whether a tenant-wide switch is engaged: the question every saga_begin asks, in one prebuilt query (the
-    ORM would spend longer building it than the database answering; `engaged` then reads the switch itself)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_tenant_stopped_sql(connection.vendor), [tenant_id])
-        return cursor.fetchone() is not None
-
-
-@functools.cache
-def _tenant_stopped_sql(vendor: str) -> str:
-    quote = connection.ops.quote_name
-    table = quote(KillSwitch._meta.db_table)
-    return f"SELECT 1 FROM {table} WHERE {quote('tenant_id')} = %s AND {quote('saga_id')} IS NULL LIMIT 1"
 
 
 def kill_switch_engage(*, actor: Principal, reason: str, saga_id: uuid.UUID | None = None) -> KillSwitch:

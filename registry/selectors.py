@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
-
-from django.db import connection
 
 from registry.contracts import resolved_execution_policy
 from registry.errors import RegistryError
@@ -39,29 +36,6 @@ def action_get(action_id: str, version: str | None = None, *, include_inactive: 
     if not row.active and not include_inactive:
         raise _inactive(action_id, version, rows)
     return row
-
-
-StoredRow = tuple[str, bool, str, str]  # version, active, definition_hash, definition as stored text
-
-
-def action_stored(action_id: str, version: str | None = None) -> list[StoredRow]:
-    """The stored rows `action_get` would choose from, undecoded: the given version, or the active ones. One
-    prebuilt query for the executing hot path (sagas.coordinator._actions decodes a text once per process)."""
-    params: list[Any] = [action_id, version if version is not None else True]
-    with connection.cursor() as cursor:
-        cursor.execute(_stored_sql(connection.vendor, version is not None), params)
-        return [(str(v), bool(active), str(digest), str(text)) for v, active, digest, text in cursor.fetchall()]
-
-
-@functools.cache
-def _stored_sql(vendor: str, by_version: bool) -> str:
-    quote = connection.ops.quote_name
-    table = quote(ActionDefinition._meta.db_table)
-    chosen = quote("version") if by_version else quote("active")
-    return (
-        f"SELECT {quote('version')}, {quote('active')}, {quote('definition_hash')}, "
-        f"CAST({quote('definition')} AS TEXT) FROM {table} WHERE {quote('action_id')} = %s AND {chosen} = %s"
-    )
 
 
 def action_list(include_inactive: bool = False) -> list[ActionDefinition]:

@@ -85,7 +85,7 @@ def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
     """SAGA_PG_PIPELINE needs a libpq with pipeline mode; without one, writes would silently go one by one."""
     if not settings.SAGA_PG_PIPELINE or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
         return []
-    from audit.write_behind import pipeline_supported  # psycopg: loaded where PostgreSQL is configured
+    from sagas.coordinator.sql.pipeline import pipeline_supported  # psycopg: loaded where PostgreSQL is configured
 
     if pipeline_supported():
         return []

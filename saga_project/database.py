@@ -6,8 +6,9 @@ embedded-executor job, a Celery task, an MCP/A2A ORM unit, a sweep, a lease rene
 PostgreSQL backend. The pool discards a connection that comes back broken and opens a replacement; with
 CONN_HEALTH_CHECKS it also checks each connection it hands out. Behind PgBouncer in transaction mode the server
 connection changes between transactions, so prepared statements (psycopg prepares a statement after a few runs,
-and audit.statements reuses its SQL text) and server-side binding are turned off; the pool is off there by
-default (PgBouncer is the pool). docs/configuration.md lists the variables; saga_project.checks refuses bad sizes.
+and the coordinator's statements, sagas.coordinator.sql, reuse their SQL text) and server-side binding are turned
+off; the pool is off there by default (PgBouncer is the pool). docs/configuration.md lists the variables;
+saga_project.checks refuses bad sizes.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ from typing import Any
 from registry.contracts import definition_hash, resolved_execution_policy, validate_instance
 from registry.errors import RegistryError
 from registry.models import ActionDefinition
-from registry.selectors import action_get, action_stored
+from registry.selectors import action_get
+from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, NotFound, SagaError
 
 
@@ -34,7 +35,7 @@ def resolve(action: object, version: object = None) -> Pinned:
         raise InvalidInput(message="action must be a non-empty string naming a registered action (see list_actions).")
     if version is not None and not isinstance(version, str):
         raise InvalidInput(message="version must be a string such as '1.0.0', or omitted for the active version.")
-    stored = action_stored(action, version)
+    stored = statements.action_rows(action, version)
     if len(stored) == 1 and stored[0][1]:
         found, _, digest, text = stored[0]
         return _pinned_from_text(action, found, digest, text)
@@ -81,7 +82,7 @@ def pinned_from_stored(
     action: str, version: str, expected_hash: str, stored: tuple[bool | None, str | None, str | None]
 ) -> Pinned:
     """`pinned_version` from the registry row's (active, definition_hash, definition as stored text), read by the
-    query that found the node (sagas.coordinator._ready_queries), so a claim costs no registry round trip.
+    query that found the node (sagas.coordinator.sql.statements.ready_nodes), so a claim costs no registry round trip.
 
     The stored text is compared with the text this process last verified for the pin: the same text is the same
     contract, so it is neither decoded nor hashed again; any other text (a changed row) is verified from scratch.

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from django.utils import timezone
 
-from audit import statements, telemetry
+from audit import telemetry
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from registry.actions import InvocationContext
@@ -31,6 +31,7 @@ from sagas.coordinator import _actions, _graph, nudges
 from sagas.coordinator._record_retry import Tried, retry_on_lost_connection
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.leases import LeaseRef, heartbeat, seconds_from_now
+from sagas.coordinator.sql import statements
 from sagas.models import Node, Step
 from sagas.states import NodeStatus, SagaStatus, StepStatus
 
@@ -93,7 +94,7 @@ def journal_step(tx: Tx, pinned: _actions.Pinned, payload: dict[str, Any], node:
         input=payload,
         **fields,
     )
-    statements.insert([step])  # the ORM's save, without its per-call query building
+    statements.insert_step(step)  # the ORM's save, without its per-call query building
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
     return step
 
@@ -163,9 +164,7 @@ def record_outcomes(attempts: list[Recording]) -> list[Answer]:
 def _record_once(checked: list[Recording], tried: Tried[list[Answer]], retry: int) -> list[Answer]:
     first = checked[0].claim
     # Each node attempt's fence is checked against its node and step as read under the lock, in the lock's round trip.
-    fences = [
-        statements.select_two_query(Node, r.claim.node_id, Step, r.claim.step_id) for r in checked if r.claim.node_id
-    ]
+    fences = [statements.node_and_step(r.claim.node_id, r.claim.step_id) for r in checked if r.claim.node_id]
     with locked_saga(first.saga_id, first.actor, also=fences) as tx:
         read = iter(tx.also_rows)
         pairs = [
@@ -213,7 +212,7 @@ def _recorded_before(r: Recording, node: Node | None, step: Step) -> str | None:
 
 
 def _held(claim: Claim, rows: list[tuple[Any, ...]]) -> tuple[Node, Step]:
-    pair = statements.two_from_row(Node, Step, rows[0] if rows else None)
+    pair = statements.node_and_step_from(rows)
     if pair is None:
         raise Node.DoesNotExist(f"node {claim.node_id} or its step {claim.step_id} no longer exists")
     return pair

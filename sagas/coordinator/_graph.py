@@ -8,9 +8,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.models import EventType as E
-from sagas.coordinator import _ready_queries
 from sagas.coordinator._approval_requests import request_approval
 from sagas.coordinator._tx import Tx
+from sagas.coordinator.sql import statements
 from sagas.models import Approval, Node, NodeDependency
 from sagas.selectors.approvals import has_binding_approval
 from sagas.states import ApprovalStatus, NodeStatus
@@ -55,7 +55,7 @@ def promote_dependants(tx: Tx, node: Node) -> list[Node]:
     One query finds them (waiting, with no dependency left that is not COMPLETED) and one statement promotes the
     READY ones, however wide the fan-out.
     """
-    met = _ready_queries.dependants_now_ready(node)
+    met = statements.dependants_ready(node)
     gated = [n for n in met if n.approval_required and not has_binding_approval(n)]
     ready = [n for n in met if n not in gated]
     tx.transition_many(ready, NodeStatus.READY, event=E.NODE_READY)

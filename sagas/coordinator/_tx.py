@@ -17,7 +17,6 @@ just before commit.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,10 +25,10 @@ from typing import Any
 from django.db import connection, models, transaction
 from django.utils import timezone
 
-from audit import chain, statements, telemetry, write_behind
+from audit import chain, telemetry
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
-from governance.models import KillSwitch
+from sagas.coordinator.sql import pipeline, statements
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Approval, Node, Saga, Step
 from sagas.selectors.scope import parse_uuid
@@ -108,7 +107,7 @@ class Tx:
             "Nothing was changed by this call. Read the saga again and decide from its current state."
         )
         values = {"status": to, **stamp, **fields}
-        if statements.update(type(obj), obj.pk, values, expect_status=current, stale_message=stale) != 1:
+        if not statements.cas_status(type(obj), obj.pk, current, values, stale_message=stale):
             raise StaleState(message=stale)
         obj.status = to
         _apply(obj, {**stamp, **fields})
@@ -136,7 +135,7 @@ class Tx:
         if obj is self.saga and not any(hasattr(v, "resolve_expression") for v in fields.values()):
             self._saga_fields.update(fields)
         else:
-            statements.update(type(obj), obj.pk, {"updated_at": now, **fields})
+            statements.update_row(type(obj), obj.pk, {"updated_at": now, **fields})
         _apply(obj, fields)
         obj.updated_at = now
 
@@ -181,12 +180,13 @@ class Tx:
         """Append the recorded events to the chain and write the saga row's gathered fields with the new head."""
         if self._drafts:
             head = (self.saga.audit_sequence, self.saga.audit_head_hash or None)
-            rows = chain.append(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts, head=head)
+            rows = chain.link(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts, head=head)
+            statements.insert_events(rows)
             self._saga_fields.update(audit_sequence=rows[-1].sequence, audit_head_hash=rows[-1].event_hash)
             self._drafts.clear()
         if self._saga_fields:
             stamped = {"updated_at": timezone.now(), **self._saga_fields}
-            statements.update(Saga, self.saga.pk, stamped)
+            statements.update_row(Saga, self.saga.pk, stamped)
             _apply(self.saga, stamped)  # the caller's saga says what the row now says, its stamp included
             self._saga_fields.clear()
 
@@ -196,42 +196,6 @@ def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
         # A value computed by the database (a lease deadline from now()) is not copied: refresh to read it.
         if not hasattr(value, "resolve_expression"):
             setattr(obj, name, value)
-
-
-def _lock(
-    pk: uuid.UUID, tenant_id: str | None, *, skip_locked: bool = False, also: Sequence[statements.SqlQuery] = ()
-) -> tuple[Saga | None, list[list[tuple[Any, ...]]]]:
-    """The saga row locked FOR NO KEY UPDATE (in the actor's tenant, unless `tenant_id` is None: the coordinator's
-    own sweeps), with `kill_switched` set: a tenant-wide or saga switch is engaged, answered by the same query.
-
-    `also` are reads to make right after the lock, in the same round trip on PostgreSQL (the rows a record checks
-    its fence against); their rows come back in order, and mean nothing if the saga was not found."""
-    params: list[Any] = [statements.pk_param(Saga, pk)]
-    if tenant_id is not None:
-        params.append(tenant_id)
-    lock = (_lock_sql(connection.vendor, tenant_id is not None, skip_locked), params)
-    found, *extra = write_behind.read_together([lock, *also])
-    if not found:
-        return None, extra
-    row = found[0]
-    saga = statements.from_row(Saga, row)
-    saga.kill_switched = bool(row[-1])  # type: ignore[attr-defined]
-    return saga, extra
-
-
-@functools.lru_cache(maxsize=8)
-def _lock_sql(vendor: str, scoped: bool, skip_locked: bool) -> str:
-    quote = connection.ops.quote_name
-    saga, switch = quote(Saga._meta.db_table), quote(KillSwitch._meta.db_table)
-    engaged = (
-        f"EXISTS (SELECT 1 FROM {switch} k WHERE k.{quote('tenant_id')} = s.{quote('tenant_id')} "
-        f"AND (k.{quote('saga_id')} IS NULL OR k.{quote('saga_id')} = s.{quote('id')}))"
-    )
-    where = f"s.{quote('id')} = %s" + (f" AND s.{quote('tenant_id')} = %s" if scoped else "")
-    sql = f"SELECT {statements.select_columns(Saga, 's')}, {engaged} FROM {saga} s WHERE {where}"
-    if connection.features.has_select_for_update:
-        sql += " " + connection.ops.for_update_sql(skip_locked=skip_locked, no_key=True)
-    return sql
 
 
 @contextmanager
@@ -246,7 +210,7 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
     with _durable() as commit:
-        saga, extra = _lock(parsed, actor.tenant_id, also=also)
+        saga, extra = statements.lock_saga(parsed, actor.tenant_id, also=also)
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
@@ -264,12 +228,13 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
 @contextmanager
 def _durable() -> Iterator[Callable[[], None]]:
     """`transaction.atomic(durable=True)` whose row writes are queued and sent with the next read, the last ones
-    with COMMIT (audit.write_behind, on PostgreSQL). Yields `commit`, to call as the block's last statement; a
-    compare-and-set that found its row changed fails the transaction there (or at the read) as StaleState."""
+    with COMMIT (sagas.coordinator.sql.pipeline, on PostgreSQL). Yields `commit`, to call as the block's last
+    statement; a compare-and-set that found its row changed fails the transaction there (or at the read) as
+    StaleState."""
     try:
-        with transaction.atomic(durable=True), write_behind.write_behind() as queue:
-            yield (lambda: queue.finish(commit=write_behind.outermost(connection))) if queue else _nothing
-    except write_behind.StaleWrite as stale:
+        with transaction.atomic(durable=True), pipeline.write_behind() as queue:
+            yield (lambda: queue.finish(commit=pipeline.outermost(connection))) if queue else _nothing
+    except pipeline.StaleWrite as stale:
         raise StaleState(message=str(stale)) from None
 
 
@@ -281,7 +246,7 @@ def _nothing() -> None:
 def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
     """The transaction that creates a saga (nothing to lock yet, nothing to refuse)."""
     with _durable() as commit:
-        statements.insert([saga])
+        statements.insert_saga(saga)
         tx = Tx(saga, actor)
         yield tx
         tx.flush()
@@ -295,7 +260,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     from governance.identity.principal import system_principal
 
     with _durable() as commit:
-        saga, _ = _lock(saga_id, None, skip_locked=skip_locked)
+        saga, _ = statements.lock_saga(saga_id, None, skip_locked=skip_locked)
         if saga is None:
             yield None
             return

@@ -21,14 +21,11 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections
-from django.db.models import DateTimeField, ExpressionWrapper, Value
-from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Now
 
+from sagas.coordinator.sql.rows import FromNow
 from sagas.models import Node, Saga, Step
 
 logger = logging.getLogger("sagas.coordinator.leases")
@@ -44,12 +41,12 @@ def lease_seconds() -> float:
     return float(settings.SAGA_LEASE_SECONDS)
 
 
-def seconds_from_now(seconds: float) -> ExpressionWrapper[CombinedExpression]:
+def seconds_from_now(seconds: float) -> FromNow:
     """The database's now() + seconds, for lease deadlines and retry times."""
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+    return FromNow(seconds)
 
 
-def lease_deadline() -> ExpressionWrapper[CombinedExpression]:
+def lease_deadline() -> FromNow:
     return seconds_from_now(lease_seconds())
 
 

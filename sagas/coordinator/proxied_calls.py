@@ -29,7 +29,6 @@ import json
 import uuid
 from typing import Any
 
-from audit import statements
 from audit.canonical import sha256_hex
 from audit.models import EventType as E
 from governance.identity.principal import Principal
@@ -46,6 +45,7 @@ from sagas.coordinator.held_calls import hold
 from sagas.coordinator.leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.coordinator.previews import dry_execute
 from sagas.coordinator.sagas import begin
+from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
 from sagas.proxied_facts import CallFacts, CallOutcome, SessionFacts
@@ -130,9 +130,9 @@ def proxied_call_finish(
     handle = KEPT_LEASES.pop(step_pk, None)
     try:
         with locked_saga(saga_id, actor) as tx:
-            step = statements.select_one(Step, step_pk, saga=tx.saga.pk)
+            step = statements.step_of_saga(step_pk, tx.saga.pk)
             if step is not None and step.node_id is not None:
-                step.node = statements.select_one(Node, step.node_id)
+                step.node = statements.node_by_id(step.node_id)
             if step is None:
                 raise NotFound("STEP_NOT_FOUND", f"Step {step_id} is not a step of saga {tx.saga.id}.")
             if _still_ours(tx, step, fence):

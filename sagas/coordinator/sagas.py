@@ -15,6 +15,7 @@ from governance.identity.rbac import DECIDE, EXECUTE, authorize
 from sagas.coordinator import _policy, gates, quotas
 from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
+from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Checkpoint, Saga
 from sagas.states import RECOVERABLE_SAGA_STATES, NodeStatus, SagaKind, SagaStatus, StepStatus
@@ -67,7 +68,7 @@ def begin(*, actor: Principal, metadata: dict[str, Any] | None, preview: bool, k
     authorize(actor, EXECUTE, "begin")
     if not isinstance(preview, bool):
         raise InvalidInput(message="preview must be true or false.")
-    if kill_switch.tenant_stopped(actor.tenant_id) and (switch := kill_switch.engaged(actor.tenant_id)):
+    if statements.tenant_stopped(actor.tenant_id) and (switch := kill_switch.engaged(actor.tenant_id)):
         what = "starting a saga"
         raise gates.kill_switch(f"tenant {actor.tenant_id}", switch.reason, switch.engaged_by, what)
     meta = dict(_require_json_object(metadata if metadata is not None else {}, "metadata", MAX_METADATA_BYTES))

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from django.core.checks import run_checks
 
-from audit import write_behind
 from saga_project import checks
 from saga_project.database import configure_postgresql, pool_problem
 from saga_project.environment import SettingsEnv
+from sagas.coordinator.sql import pipeline as write_behind
 
 
 def configured(monkeypatch: pytest.MonkeyPatch, **variables: str) -> dict[str, Any]:

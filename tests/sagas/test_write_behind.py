@@ -1,6 +1,6 @@
-"""A saga transaction's row writes may travel with its next read and its COMMIT (audit.write_behind, PostgreSQL
-pipeline mode). Whether they do or not, a transaction reads its own writes, a stale compare-and-set fails the
-whole transaction as StaleState, and nothing of a failed transaction commits."""
+"""A saga transaction's row writes may travel with its next read and its COMMIT (sagas.coordinator.sql.pipeline,
+PostgreSQL pipeline mode). Whether they do or not, a transaction reads its own writes, a stale compare-and-set fails
+the whole transaction as StaleState, and nothing of a failed transaction commits."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from audit import write_behind
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from sagas import coordinator
 from sagas.coordinator._tx import locked_saga
+from sagas.coordinator.sql import pipeline as write_behind
 from sagas.errors import StaleState
 from sagas.models import Node
 from sagas.states import NodeStatus

@@ -4,14 +4,14 @@ answer, in one round trip (PostgreSQL pipeline mode); the last ones travel with 
 A chained step reads a few things (the saga lock, the fence check, which nodes are ready) and writes many (the
 outcome, the promotion, the next claim, its write-ahead step, the audit events, the saga row). Sent one by one,
 each write waits for its own round trip, and on a busy machine for the PostgreSQL backend to be scheduled again.
-Inside `write_behind()`, `audit.statements` queues its INSERTs and UPDATEs instead; the queue is sent, in order,
-in the same pipeline as whatever statement runs next on the connection (a Django execute wrapper sees every
-statement), and `finish()` sends what is left with the COMMIT. The server runs exactly the statements, in exactly
-the order, it ran before; only the waiting between them is gone.
+Inside `write_behind()`, the row statements (`sagas.coordinator.sql.rows`) queue their INSERTs and UPDATEs
+instead; the queue is sent, in order, in the same pipeline as whatever statement runs next on the connection (a
+Django execute wrapper sees every statement), and `finish()` sends what is left with the COMMIT. The server runs
+exactly the statements, in exactly the order, it ran before; only the waiting between them is gone.
 
 A compare-and-set cannot report its row count back in time, so a queued one carries its own check: it runs as
 `WITH changed AS (UPDATE ... RETURNING 1) SELECT saga_expect_rows(COUNT(*), 1, <message>) FROM changed`, and the
-function (installed by audit migration 0003) raises when no row matched. The error aborts the transaction on the
+function (installed by sagas migration 0010) raises when no row matched. The error aborts the transaction on the
 server before its COMMIT, and reaches the caller as `StaleWrite` with the message the caller gave.
 
 SQLite, PgBouncer-less setups without pipeline support, `SAGA_PG_PIPELINE=false` and nested (test-case)
@@ -163,10 +163,10 @@ def pipeline_supported() -> bool:
 
 
 def outermost(connection: BaseDatabaseWrapper) -> bool:
-    """The transaction is the connection's only atomic block: COMMIT here is the transaction's real commit (in a
-    test case's wrapping transaction it would not be, so the queue is sent and the commit left to Django)."""
-    blocks = connection.atomic_blocks
-    return len(blocks) == 1 and not getattr(blocks[0], "_from_testcase", False)
+    """The transaction is the connection's only atomic block: COMMIT here is the transaction's real commit (inside
+    another block, a test case's wrapping transaction among them, it would not be, so the queue is sent and the
+    commit left to Django)."""
+    return len(connection.atomic_blocks) == 1
 
 
 def _server_side(context: dict[str, Any]) -> bool:

@@ -1,36 +1,45 @@
-"""The hot path's row statements, with their SQL built once per shape instead of by the ORM on every call.
+"""Plain rows of any model written and read with SQL text built once per shape, not by the ORM on every call.
 
 Building a query is most of what a short coordinator transaction costs here: on this machine the ORM takes about
 0.8 ms to compile the saga lock query that PostgreSQL answers in 0.13 ms, and 0.3 ms to build a one-row UPDATE
-(docs/benchmarks.md, "Where the time goes"). These helpers write and read plain rows of any model with SQL text
-cached by (database, model, the columns involved), and values prepared exactly as the ORM prepares them
-(`Field.pre_save`, `Field.get_db_prep_save`, the backend's and the field's converters on the way back), so rows
-they write read back through the ORM unchanged and vice versa.
+(docs/benchmarks.md, "Where the time goes"). The SQL text is cached by (database, model, the columns involved), and
+values are prepared exactly as the ORM prepares them (`Field.pre_save`, `Field.get_db_prep_save`, the backend's and
+the field's converters on the way back), so rows written here read back through the ORM unchanged and vice versa.
 
-What they leave to the ORM: relations, and any filter but the primary key (plus, for a compare-and-set, the status
-column). A database expression as a value (`Now() + lease`) is compiled by the ORM's own compiler, on its own.
-Statements still go through Django's cursor wrapper, so query counting (tests/sagas/test_hot_path_queries.py) and
-instrumentation see them.
+What is left to the ORM: relations, and any filter but the primary key (plus, for a compare-and-set, the status
+column). The one database-computed value the hot path writes, a deadline from the database's clock
+(`FromNow`), is written out here per backend, the same SQL the ORM's compiler makes of it; any other expression is
+refused. Statements still go through Django's cursor wrapper, so query counting
+(tests/sagas/test_hot_path_queries.py) and instrumentation see them.
 
-Lives in the audit app, the bottom layer, because the audit chain's inserts use it as well as the coordinator.
+The machinery under the named statements of `sagas.coordinator.sql.statements`; nothing else calls it.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models.sql import Query
-from django.db.models.sql.compiler import SQLCompiler
+from django.db.models.functions import Now
 
-from audit import write_behind
+from sagas.coordinator.sql import pipeline as write_behind
 
 M = TypeVar("M", bound=models.Model)
 N = TypeVar("N", bound=models.Model)
 Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+
+
+class FromNow(models.ExpressionWrapper):  # type: ignore[type-arg]
+    """The database's now() + `seconds` (lease deadlines, retry times): an expression the ORM compiles as usual
+    (filters, `QuerySet.update`), and that the row statements here write out themselves (`_from_now_sql`)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(Now() + models.Value(timedelta(seconds=seconds)), output_field=models.DateTimeField())
+        self.seconds = seconds
 
 
 def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
@@ -40,11 +49,10 @@ def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
         return objs
     model = type(objs[0])
     connection = connections[using]
-    compiler = _compiler(model, using)
     placeholders: list[tuple[str, ...]] = []
     params: list[Any] = []
     for obj in objs:
-        row = [_value(field, field.pre_save(obj, True), connection, compiler) for field in _concrete_fields(model)]
+        row = [_value(field, field.pre_save(obj, True), connection) for field in _concrete_fields(model)]
         placeholders.append(tuple(sql for sql, _ in row))
         params.extend(param for _, values in row for param in values)
     sql = _insert_sql(using, model, tuple(placeholders))
@@ -71,18 +79,17 @@ def update(
 ) -> int:
     """UPDATE one row by primary key (and, with `expect_status`, only while its status is that: a compare and
     set); returns the rows changed. A model instance given for a foreign key writes its primary key; a database
-    expression (a lease deadline from the database's now()) is compiled as the ORM would.
+    deadline from the database's clock (`FromNow`) is written as the ORM would write it.
 
     Inside `write_behind()` the statement is queued and 1 returned: a compare-and-set that then finds no row fails
-    the transaction with `StaleWrite(stale_message)` before it commits (audit.write_behind)."""
+    the transaction with `StaleWrite(stale_message)` before it commits (`sagas.coordinator.sql.pipeline`)."""
     connection = connections[using]
-    compiler = _compiler(model, using)
     assignments: list[tuple[str, str]] = []
     params: list[Any] = []
     for name, value in values.items():
         field = model._meta.get_field(name)
         assert isinstance(field, models.Field), f"{model.__name__}.{name} is a relation, not a column"
-        sql, found = _value(field, value, connection, compiler)
+        sql, found = _value(field, value, connection)
         assignments.append((_column(field), sql))
         params.extend(found)
     params.append(pk_param(model, pk, using))
@@ -168,16 +175,12 @@ def _concrete_fields(model: type[models.Model]) -> list[models.Field[Any, Any]]:
     return list(model._meta.concrete_fields)
 
 
-def _compiler(model: type[models.Model], using: str) -> SQLCompiler:
-    compiler: SQLCompiler = Query(model).get_compiler(using)
-    return compiler
-
-
-def _value(field: Any, value: Any, connection: BaseDatabaseWrapper, compiler: SQLCompiler) -> tuple[str, list[Any]]:
+def _value(field: Any, value: Any, connection: BaseDatabaseWrapper) -> tuple[str, list[Any]]:
     """One column's placeholder and parameters, as the ORM's insert and update compilers make them."""
+    if isinstance(value, FromNow):
+        return _from_now_sql(connection.vendor), [_interval(connection.vendor, value.seconds)]
     if hasattr(value, "resolve_expression"):
-        sql, params = compiler.compile(value.resolve_expression(compiler.query, allow_joins=False, for_save=True))
-        return sql, list(params)
+        raise TypeError(f"{field} = {value!r}: the row statements write plain values and FromNow deadlines only")
     if isinstance(value, models.Model):
         value = value.pk
     return "%s", [field.get_db_prep_save(value, connection)]
@@ -187,6 +190,27 @@ def _column(field: Any) -> str:
     column = field.column
     assert isinstance(column, str), f"{field} has no database column"
     return column
+
+
+def now_sql(vendor: str) -> str:
+    """The database clock, as the ORM writes `Now()` for this backend (retry backoffs are set from that clock)."""
+    if vendor == "postgresql":
+        return "STATEMENT_TIMESTAMP()"
+    assert vendor == "sqlite", f"no clock SQL for {vendor}"
+    return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+
+
+def _from_now_sql(vendor: str) -> str:
+    """`Now() + <duration>` as the ORM compiles it: interval arithmetic on PostgreSQL, Django's own SQLite
+    function on SQLite (which stores datetimes as text)."""
+    if vendor == "postgresql":
+        return f"({now_sql(vendor)} + %s)"
+    return f"(django_format_dtdelta('+', {now_sql(vendor)}, %s))"
+
+
+def _interval(vendor: str, seconds: float) -> Any:
+    duration = timedelta(seconds=seconds)
+    return duration if vendor == "postgresql" else duration // timedelta(microseconds=1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -212,7 +236,7 @@ def _update_sql(
 
 @functools.lru_cache(maxsize=1024)
 def _checked(update_sql: str) -> str:
-    """A compare-and-set that fails its transaction when it changes no row (PostgreSQL; audit migration 0003)."""
+    """A compare-and-set that fails its transaction when it changes no row (PostgreSQL; sagas migration 0010)."""
     return f"WITH changed AS ({update_sql} RETURNING 1) SELECT saga_expect_rows(COUNT(*), 1, %s) FROM changed"
 
 
