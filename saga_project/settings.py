@@ -126,6 +126,9 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": env.int("SAGA_SQLITE_TIMEOUT_SECONDS", default=30),
         **_db.get("OPTIONS", {}),
     }
+    # Each long-lived thread (the ORM pool's, the executor's) keeps its SQLite connection: opening one and running
+    # the PRAGMAs cost more than a whole read. CONN_MAX_AGE=0 closes it after every unit again.
+    _db.setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=None))
     # Tests need a file (not :memory:) so that executor threads and subprocesses share one database.
     if env.str("SAGA_TEST_SQLITE_PATH", default=""):
         _db["TEST"] = {"NAME": env.str("SAGA_TEST_SQLITE_PATH")}

@@ -41,7 +41,7 @@ from sagas.selectors import shapes
 
 
 def _saga(actor: Principal, saga_id: object) -> dict[str, Any]:
-    return shapes.saga_to_dict(selectors.saga_get(actor=actor, saga_id=saga_id))
+    return shapes.saga_to_dict(selectors.saga_get(actor=actor, saga_id=saga_id), read_just_now=True)
 
 
 def begin(actor: Principal, a: BeginArgs) -> dict[str, Any]:

@@ -145,11 +145,18 @@ def new_saga_to_dict(saga: Saga) -> dict[str, Any]:
     return {**saga_summary(saga), "steps": []}
 
 
-def saga_to_dict(saga: Saga) -> dict[str, Any]:
-    """The full saga: steps, and the workflow (nodes, checkpoints) when it has planned nodes or checkpoints."""
+def saga_to_dict(saga: Saga, *, read_just_now: bool = False) -> dict[str, Any]:
+    """The full saga: steps, and the workflow (nodes, checkpoints) when it has planned nodes or checkpoints.
+
+    With `read_just_now` (the row was read for this answer), its counters say whether any step or node was ever
+    journaled (every Step and Node is numbered from them), so a saga without them costs no query for them."""
     out = saga_summary(saga)
-    out["steps"] = [step_to_dict(s) for s in saga.steps.order_by("sequence")]
-    nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position"))
+    has_steps = not read_just_now or saga.next_sequence > 1
+    has_nodes = not read_just_now or saga.next_position > 1
+    out["steps"] = [step_to_dict(s) for s in saga.steps.order_by("sequence")] if has_steps else []
+    nodes = (
+        list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position")) if has_nodes else []
+    )
     checkpoints = list(saga.checkpoints.order_by("created_at"))
     if nodes or checkpoints:
         contexts = waiting_contexts(nodes)
