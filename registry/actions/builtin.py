@@ -4,6 +4,7 @@ create_text_file never overwrites and its undo never deletes a file it cannot pr
 ownership ledger, `SAGA_FILE_ROOT/.saga-ledger/<step id>.json` (relative path + sha256 of the content), written
 after the file exists. Known crash window: a crash between creating the file and writing the ledger leaves a
 file nobody owns; undo then leaves it alone (an orphan is recoverable by hand, a wrongly deleted file is not).
+The file and its record are flushed to disk only when SAGA_FILE_FSYNC says the journal's commits are (settings).
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def _write_all(fd: int, target: str, rel: str, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)  # the content is durable before the ledger claims it
+        if settings.SAGA_FILE_FSYNC:
+            os.fsync(fd)  # the content is durable before the ledger claims it
     except OSError as exc:
         os.close(fd)
         # We created this file a moment ago (O_EXCL), so removing the partial file is ours to do.
@@ -250,9 +252,11 @@ def _write_ledger(root: str, step_id: str, entry: dict[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as handle:
         json.dump(entry, handle, sort_keys=True)
         handle.flush()
-        os.fsync(handle.fileno())
+        if settings.SAGA_FILE_FSYNC:
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path))
+    if settings.SAGA_FILE_FSYNC:
+        _fsync_dir(os.path.dirname(path))
 
 
 def _remove_ledger(root: str, step_id: str) -> None:
