@@ -30,6 +30,8 @@ OPERATOR_SETTINGS = "saga_project.operator_settings"
 OPERATOR_VERBS = frozenset(
     {"pending", "approve", "deny", "ledger", "status", "verify", "preview_report", "preview-report"}
 )
+# Commands that serve: with a database configured, it is probed before they start (saga_project.startup_database).
+SERVING_COMMANDS = frozenset({"serve", "mcp"})
 # Commands that must not migrate the home's database first: they are about migrations, or need no database.
 NO_FIRST_USE = frozenset(
     {
@@ -98,6 +100,24 @@ def set_up_for(command: str) -> None:
         atexit.register(_leave_quickly)
     if getattr(settings, "SAGA_USES_HOME", False) and command not in NO_FIRST_USE:
         _make_home_ready(settings, command, behind=behind)
+    elif command in SERVING_COMMANDS:
+        from saga_project.startup_database import database_problem
+
+        # An unreachable PostgreSQL, or a SQLite file in a missing directory: one line now, not a pool retrying
+        # for its timeout and then a traceback.
+        if problem := database_problem("DATABASE_URL"):
+            sys.exit(f"semantic-saga {command} did not start: {problem}")
+
+
+def prepare_home(command: str) -> None:
+    """What set_up_for does for the per-user home, for a command set up with plain django.setup() (the seed command
+    lines): without DATABASE_URL, the home and its database are created and migrated on first use (and `serve`
+    collects the console's static files there), under the home's lock. Nothing when a database is configured."""
+    from django.conf import settings
+
+    if getattr(settings, "SAGA_USES_HOME", False):
+        database = Path(settings.DATABASES["default"]["NAME"])
+        _make_home_ready(settings, command, behind=home.unapplied_migrations(database))
 
 
 def _leave_quickly() -> None:

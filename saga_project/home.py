@@ -31,6 +31,9 @@ HOME_VARIABLE = "SAGA_HOME"
 DATABASE_FILE = "semantic-saga.db"
 SECRET_KEY_FILE = "secret_key"
 LOCK_FILE = "set-up.lock"
+FILE_ROOT = "saga-files"
+# Directories Python installs packages into: a BASE_DIR below one is an installed copy, never a place to write.
+_INSTALL_DIRECTORIES = frozenset({"site-packages", "dist-packages"})
 # 50 URL-safe characters, as `make run` writes into .env (Django wants 50 or more, of 5 or more distinct ones).
 SECRET_KEY_BYTES = 38
 # The apps whose migrations make the schema: Django's own that we install, then ours (settings.INSTALLED_APPS).
@@ -54,6 +57,20 @@ def home_directory() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def default_file_root(base_dir: Path, home: Path, *, uses_home: bool) -> Path:
+    """Where create_text_file writes when SAGA_FILE_ROOT is unset: BASE_DIR/saga-files in a source checkout with a
+    database configured (beside its .env, as `make run` sets it up); otherwise, an installed package or no
+    DATABASE_URL, the per-user home's saga-files, never a directory inside the installed package."""
+    if not uses_home and is_source_checkout(base_dir):
+        return base_dir / FILE_ROOT
+    return home / FILE_ROOT
+
+
+def is_source_checkout(base_dir: Path) -> bool:
+    """Whether `base_dir` (the directory above saga_project) is a project checkout, not site-packages."""
+    return (base_dir / "pyproject.toml").is_file() and not _INSTALL_DIRECTORIES & set(base_dir.parts)
 
 
 def secret_key(home: Path) -> str:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from saga_project import seed_cli
 from saga_project.cli import exit_on_misconfiguration
 from saga_project.environment import load_dotenv
-from saga_project.seed_flags import SeedFlagRefused
+from saga_project.seed_flags import A2A_SEED_VARIABLES, SeedFlagRefused, given_as, parse_seed_command
 
 PROGRAM = "semantic-saga-a2a"
 
@@ -82,18 +82,25 @@ def _a2a_environment(args: argparse.Namespace) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
-    args.prog_name = PROGRAM
-    if args.transport != HTTP_TRANSPORT:
-        sys.exit("semantic-saga-a2a: A2A is served over HTTP only; for MCP over stdio run semantic-saga-mcp.")
     load_dotenv(Path(__file__).resolve().parent.parent / ".env")  # see seed_cli.main
     try:
+        args = parse_seed_command(_parser(), A2A_SEED_VARIABLES, argv)  # the seed A2A command's SAGA_* variables
+        args.prog_name = PROGRAM
+        if args.transport != HTTP_TRANSPORT:
+            sys.exit("semantic-saga-a2a: A2A is served over HTTP only; for MCP over stdio run semantic-saga-mcp.")
         os.environ.update(_a2a_environment(args))
+        seed_cli.make_database_directory(args)
     except SeedFlagRefused as refused:
         sys.exit(f"{PROGRAM}: {refused}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["serve", "--host", args.host, "--port", str(args.port)]
-    exit_on_misconfiguration(PROGRAM, lambda: seed_cli.migrate_and_serve(PROGRAM, serve))
+    unauthenticated = given_as(args, "allow_unauthenticated_a2a", "--allow-unauthenticated-a2a")
+    exit_on_misconfiguration(
+        PROGRAM,
+        lambda: seed_cli.migrate_and_serve(
+            PROGRAM, serve, database=seed_cli.database_source(args), allow_unauthenticated=unauthenticated
+        ),
+    )
 
 
 if __name__ == "__main__":

@@ -12,9 +12,18 @@ import os
 import sys
 from pathlib import Path
 
-from saga_project.cli import exit_on_misconfiguration
+from saga_project.cli import exit_on_misconfiguration, prepare_home
 from saga_project.environment import load_dotenv
-from saga_project.seed_flags import SeedFlagRefused, add_seed_flags, seed_environment
+from saga_project.seed_flags import (
+    MCP_SEED_VARIABLES,
+    SEED_FILE_ROOT,
+    SeedFlagRefused,
+    add_seed_flags,
+    given_as,
+    parse_seed_command,
+    seed_environment,
+    tcp_port,
+)
 
 PROGRAM = "semantic-saga-mcp"
 # Where the seed looked for OPA's bearer token when --policy-opa-token-env was not given.
@@ -28,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=tcp_port, default=8000, help="1 to 65535 (default 8000).")
     parser.add_argument("--allowed-host", action="append", default=[], help="A Host name to accept (repeatable).")
     store = parser.add_mutually_exclusive_group()
     store.add_argument("--database", help="SQLite file (single node).")
@@ -52,7 +61,7 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         print(f"{getattr(args, 'prog_name', PROGRAM)}: note: {note}", file=sys.stderr)
     env: dict[str, str] = {}
     if args.database:
-        env["DATABASE_URL"] = f"sqlite:///{os.path.abspath(args.database)}"
+        env["DATABASE_URL"] = f"sqlite:///{_database_path(args.database)}"
     if args.postgres_dsn:
         env["DATABASE_URL"] = args.postgres_dsn
     if args.actions:
@@ -84,9 +93,42 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
             "--auth-mode needs --transport streamable-http: over stdio there is no HTTP request to carry a token "
             "(the local process acts as the admin), as semantic-saga-mcp also refused."
         )
+    if not args.file_root and not os.environ.get("SAGA_FILE_ROOT"):
+        # The seed's create_text_file wrote below ./saga-files, relative to where the command was started.
+        env["SAGA_FILE_ROOT"] = os.path.abspath(SEED_FILE_ROOT)
     env.update(translated.env)
-    env.setdefault("SECRET_KEY", os.environ.get("SECRET_KEY", "") or os.urandom(32).hex())
+    if "DATABASE_URL" in env or os.environ.get("DATABASE_URL"):
+        env.setdefault("SECRET_KEY", os.environ.get("SECRET_KEY", "") or os.urandom(32).hex())
+    # Else the per-user home's database, and its key (saga_project.home), as `semantic-saga mcp` would use.
     return env
+
+
+def _database_path(database: str) -> str:
+    return os.path.abspath(os.path.expanduser(database))
+
+
+def make_database_directory(args: argparse.Namespace) -> None:
+    """The seed created --database's directory when it was missing; so do we, or stop naming the path."""
+    if not args.database:
+        return
+    directory = Path(_database_path(args.database)).parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        flag = given_as(args, "database", "--database")
+        raise SeedFlagRefused(
+            f"{flag} {args.database}: its directory {directory} does not exist and cannot be created "
+            f"({exc.strerror}). Create it yourself, or give a file in a directory you can write."
+        ) from None
+
+
+def database_source(args: argparse.Namespace) -> str:
+    """What set the database, for a start-up message: the flag (or the seed's variable) or DATABASE_URL."""
+    if args.postgres_dsn:
+        return given_as(args, "postgres_dsn", "--postgres-dsn")
+    if args.database:
+        return given_as(args, "database", "--database")
+    return "DATABASE_URL"
 
 
 def _public_url_guess(args: argparse.Namespace) -> str | None:
@@ -100,30 +142,59 @@ def _public_url_guess(args: argparse.Namespace) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = _parser().parse_args(argv)
-    args.prog_name = PROGRAM
     # .env first (as settings would read it), so a guessed value never beats it and a flag given always does.
     load_dotenv(Path(__file__).resolve().parent.parent / ".env")
     try:
+        args = parse_seed_command(_parser(), MCP_SEED_VARIABLES, argv)  # the seed's SAGA_* variables too
+        args.prog_name = PROGRAM
         os.environ.update(_environment(args))
+        make_database_directory(args)
     except SeedFlagRefused as refused:
         sys.exit(f"{PROGRAM}: {refused}")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["mcp"] if args.transport == "stdio" else ["serve", "--host", args.host, "--port", str(args.port)]
-    exit_on_misconfiguration(PROGRAM, lambda: migrate_and_serve(PROGRAM, serve))
+    unauthenticated = given_as(args, "allow_unauthenticated_http", "--allow-unauthenticated-http")
+    exit_on_misconfiguration(
+        PROGRAM,
+        lambda: migrate_and_serve(
+            PROGRAM, serve, database=database_source(args), allow_unauthenticated=unauthenticated
+        ),
+    )
 
 
-def migrate_and_serve(program: str, command: list[str]) -> None:
-    """Check the configuration first (a bad flag or file must not leave a fresh database behind), migrate, serve."""
+def migrate_and_serve(
+    program: str,
+    command: list[str],
+    *,
+    database: str = "DATABASE_URL",
+    allow_unauthenticated: str = "--allow-unauthenticated-http",
+) -> None:
+    """Check the configuration first (a bad flag or file must not leave a fresh database behind), then what `serve`
+    would refuse, in the seed's words; make the per-user home ready as `semantic-saga mcp` / `serve` do (without a
+    database configured), migrate, serve. `database` and `allow_unauthenticated` name what the user set."""
+    from django.conf import settings
     from django.core.management import execute_from_command_line
 
-    from governance.identity.listening import declare_listening
+    from governance.identity.listening import declare_listening, is_loopback
     from saga_project.checks import configuration_report
+    from saga_project.startup_database import database_problem
 
-    if "--host" in command:  # before the checks read the token file: a short token depends on where we listen
-        declare_listening(command[command.index("--host") + 1])
+    host = command[command.index("--host") + 1] if "--host" in command else None
+    if host is not None:  # before the checks read the token file: a short token depends on where we listen
+        declare_listening(host)
     if report := configuration_report(program):
         sys.exit(report)
+    if problem := database_problem(database):  # before anything opens the pool, which would retry for seconds
+        sys.exit(f"{program} did not start: {problem}")
+    unauthenticated = settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED
+    if host is not None and not is_loopback(host) and unauthenticated:  # serve's refusal, in the seed's terms
+        sys.exit(
+            f"{program} did not start: it would serve on {host} without authentication, and anyone who can "
+            "reach it would act as an admin. Pass --auth-mode static or jwt (SAGA_AUTH_MODE; docs/identity.md), "
+            f"bind --host 127.0.0.1, or pass {allow_unauthenticated} (SAGA_ALLOW_UNAUTHENTICATED=true) if a "
+            "trusted proxy in front authenticates every request."
+        )
+    prepare_home(command[0])  # the per-user home: created and migrated on first use, under its lock
     execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0", "--skip-checks"])
     execute_from_command_line(["semantic-saga", *command])
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # The seed's own defaults for its list flags: a repeated flag adds to them (argparse's append onto a default list),
@@ -22,6 +24,60 @@ SEED_TENANT_CLAIMS = ("tenant_id", "tid", "org_id")
 # Where our MCP and A2A endpoints are: fixed paths under SAGA_PUBLIC_URL.
 MCP_PATH = "/mcp"
 A2A_PATH = "/a2a"
+# What the seed read as true in its boolean variables (anything else, or unset, was false).
+SEED_TRUE = frozenset({"1", "true", "yes"})
+# Where the seed's create_text_file wrote without --file-root or SAGA_FILE_ROOT: relative to the current directory.
+SEED_FILE_ROOT = "saga-files"
+
+# The seed's own environment variables, read as its flags' defaults (a flag given still wins): (argument dest,
+# variable, kind). Variables the seed shares with us under the same name and meaning (SAGA_ACTIONS_FILE,
+# SAGA_FILE_ROOT, SAGA_WORKER_ID, SAGA_LEASE_SECONDS, SAGA_AUTH_MODE, SAGA_AUTH_STATIC_TOKENS,
+# SAGA_AUTH_REQUIRED_SCOPES, SAGA_POLICY_MODE, SAGA_POLICY_FILE, SAGA_ALLOWED_ORIGINS) are not here: our settings
+# read them as they are. docs/configuration.md, "From semantic-saga-mcp", lists both kinds.
+SHARED_SEED_VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("database", "SAGA_DATABASE", "str"),
+    ("postgres_dsn", "SAGA_POSTGRES_DSN", "str"),
+    ("postgres_pool_min", "SAGA_POSTGRES_POOL_MIN", "int"),
+    ("postgres_pool_max", "SAGA_POSTGRES_POOL_MAX", "int"),
+    ("recovery_limit", "SAGA_RECOVERY_LIMIT", "int"),
+    ("auth_issuer", "SAGA_AUTH_ISSUER", "str"),
+    ("auth_audience", "SAGA_AUTH_AUDIENCE", "str"),
+    ("auth_jwks_url", "SAGA_AUTH_JWKS_URL", "str"),
+    ("auth_jwt_algorithm", "SAGA_AUTH_JWT_ALGORITHMS", "list"),
+    ("auth_tenant_claim", "SAGA_AUTH_TENANT_CLAIMS", "list"),
+    ("auth_roles_claim", "SAGA_AUTH_ROLES_CLAIM", "str"),
+    ("auth_principal_type_claim", "SAGA_AUTH_PRINCIPAL_TYPE_CLAIM", "str"),
+    ("auth_allow_missing_tenant", "SAGA_AUTH_ALLOW_MISSING_TENANT", "bool"),
+    ("policy_opa_url", "SAGA_POLICY_OPA_URL", "str"),
+    ("policy_opa_decision_path", "SAGA_POLICY_OPA_DECISION_PATH", "str"),
+    ("policy_opa_timeout", "SAGA_POLICY_OPA_TIMEOUT", "float"),
+    ("policy_opa_token_env", "SAGA_POLICY_OPA_TOKEN_ENV", "str"),
+    ("otel_endpoint", "SAGA_OTEL_ENDPOINT", "str"),
+    ("otel_headers", "SAGA_OTEL_HEADERS", "str"),
+    ("otel_service_name", "SAGA_OTEL_SERVICE_NAME", "str"),
+    ("allow_legacy_action_recovery", "SAGA_ALLOW_LEGACY_ACTION_RECOVERY", "bool"),
+    ("dry_run", "SAGA_DRY_RUN", "bool"),
+)
+MCP_SEED_VARIABLES = (
+    *SHARED_SEED_VARIABLES,
+    ("transport", "SAGA_TRANSPORT", "transport"),
+    ("host", "SAGA_HOST", "str"),
+    ("port", "SAGA_PORT", "port"),
+    ("allowed_host", "SAGA_ALLOWED_HOSTS", "list"),
+    ("auth_resource_url", "SAGA_AUTH_RESOURCE_URL", "str"),
+    ("trust_identity_headers", "SAGA_TRUST_IDENTITY_HEADERS", "bool"),
+    ("allow_unauthenticated_http", "SAGA_ALLOW_UNAUTHENTICATED_HTTP", "bool"),
+)
+A2A_SEED_VARIABLES = (
+    *SHARED_SEED_VARIABLES,
+    ("host", "SAGA_A2A_HOST", "str"),
+    ("port", "SAGA_A2A_PORT", "port"),
+    ("a2a_public_url", "SAGA_A2A_PUBLIC_URL", "str"),
+    ("a2a_rpc_path", "SAGA_A2A_RPC_PATH", "str"),
+    ("allow_unauthenticated_a2a", "SAGA_ALLOW_UNAUTHENTICATED_A2A", "bool"),
+)
+# The seed's transports we serve (its deprecated `sse` is not offered).
+TRANSPORTS = ("stdio", "streamable-http")
 
 
 class SeedFlagRefused(Exception):
@@ -39,6 +95,88 @@ def version() -> str:
         return importlib.metadata.version("semantic-saga")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
+
+
+def tcp_port(value: str) -> int:
+    """--port's type: a TCP port, 1 to 65535, or argparse's one-line error naming the flag and the range."""
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port number: give one from 1 to 65535") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port: give one from 1 to 65535")
+    return port
+
+
+def parse_seed_command(
+    parser: argparse.ArgumentParser,
+    variables: tuple[tuple[str, str, str], ...],
+    argv: list[str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> argparse.Namespace:
+    """Parse `argv` with the seed's variables set in `environ` as the defaults of their flags, as the seed's argparse
+    read them, so a flag given still wins. `args.seed_sources` maps each option a variable set (and no flag) to that
+    variable, so a refusal names what the user set. A value the seed could not have read either stops the command
+    naming the variable (SeedFlagRefused)."""
+    defaults: dict[str, object] = {}
+    sources: dict[str, str] = {}
+    for dest, variable, kind in variables:
+        raw = environ.get(variable, "")
+        if raw.strip():
+            value = _seed_variable_value(variable, raw, kind)
+            if value is not None:
+                defaults[dest], sources[dest] = value, variable
+    parser.set_defaults(**defaults)
+    args = parser.parse_args(argv)
+    args.seed_variables_read = frozenset(sources)
+    given = sys.argv[1:] if argv is None else argv
+    flags = {action.dest: action.option_strings for action in parser._actions}
+    args.seed_sources = {
+        dest: variable
+        for dest, variable in sources.items()
+        if not any(a == f or a.startswith(f"{f}=") for a in given for f in flags.get(dest, ()))
+    }
+    # --database and --postgres-dsn exclude each other: a flag given wins over the other's variable.
+    if args.database and args.postgres_dsn:
+        from_variables = [dest for dest in ("database", "postgres_dsn") if dest in args.seed_sources]
+        if len(from_variables) == 2:
+            raise SeedFlagRefused(
+                "SAGA_DATABASE and SAGA_POSTGRES_DSN are both set: choose SQLite or PostgreSQL, not both (unset one, "
+                "or pass --database or --postgres-dsn, which wins)."
+            )
+        setattr(args, from_variables[0], None)
+        del args.seed_sources[from_variables[0]]
+    return args
+
+
+def _seed_variable_value(variable: str, raw: str, kind: str) -> object:
+    """`raw` read as the seed read `variable`; None for a boolean the seed read as false."""
+    if kind == "bool":
+        return True if raw.strip().lower() in SEED_TRUE else None
+    if kind == "list":
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    if kind == "port":
+        try:
+            return tcp_port(raw)
+        except argparse.ArgumentTypeError as exc:
+            raise SeedFlagRefused(f"{variable} is {raw!r}: {exc}. Fix or unset it.") from None
+    if kind in ("int", "float"):
+        try:
+            return int(raw) if kind == "int" else float(raw)
+        except ValueError:
+            raise SeedFlagRefused(f"{variable} is {raw!r}, which is not a number ({kind}). Fix or unset it.") from None
+    if kind == "transport" and raw not in TRANSPORTS:
+        raise SeedFlagRefused(
+            f"{variable} is {raw!r}: this command serves {' or '.join(TRANSPORTS)} (the seed's deprecated sse "
+            "transport is not offered; use streamable-http)."
+        )
+    return raw
+
+
+def given_as(args: argparse.Namespace, dest: str, flag: str) -> str:
+    """How the user set `dest`: `flag`, or the seed's variable when that set it and the flag was not given."""
+    variable = getattr(args, "seed_sources", {}).get(dest)
+    return f"{variable} (the seed's variable for {flag})" if variable else flag
 
 
 def add_seed_flags(parser: argparse.ArgumentParser) -> None:
@@ -116,10 +254,15 @@ def seed_environment(args: argparse.Namespace) -> Translation:
     for flag, variable in (("auth_static_tokens", "SAGA_AUTH_STATIC_TOKENS"), ("file_root", "SAGA_FILE_ROOT")):
         if value := getattr(args, flag):
             env[variable] = os.path.abspath(value)
+    # The seed's list variables replaced its defaults, and flags added to them: RS256 (or the tenant claims) first
+    # only when no variable gave the list.
+    read: frozenset[str] = getattr(args, "seed_variables_read", frozenset())
     if args.auth_jwt_algorithm:
-        env["SAGA_JWT_ALGORITHMS"] = ",".join(dict.fromkeys([*SEED_JWT_ALGORITHMS, *args.auth_jwt_algorithm]))
+        algorithms = () if "auth_jwt_algorithm" in read else SEED_JWT_ALGORITHMS
+        env["SAGA_JWT_ALGORITHMS"] = ",".join(dict.fromkeys([*algorithms, *args.auth_jwt_algorithm]))
     if args.auth_tenant_claim:
-        env["SAGA_JWT_TENANT_CLAIMS"] = ",".join(dict.fromkeys([*SEED_TENANT_CLAIMS, *args.auth_tenant_claim]))
+        claims = () if "auth_tenant_claim" in read else SEED_TENANT_CLAIMS
+        env["SAGA_JWT_TENANT_CLAIMS"] = ",".join(dict.fromkeys([*claims, *args.auth_tenant_claim]))
     if args.auth_required_scope:
         env["SAGA_AUTH_REQUIRED_SCOPES"] = ",".join(args.auth_required_scope)
     if args.allowed_origin:  # added to the variable's list, as the seed added them (it read the same variable)
@@ -130,10 +273,12 @@ def seed_environment(args: argparse.Namespace) -> Translation:
     if args.allow_unauthenticated_http or args.allow_unauthenticated_a2a:
         env["SAGA_ALLOW_UNAUTHENTICATED"] = "true"
     if args.auth_resource_url:
-        env["SAGA_PUBLIC_URL"] = _public_url_of_resource(args.auth_resource_url)
+        flag = given_as(args, "auth_resource_url", "--auth-resource-url")
+        env["SAGA_PUBLIC_URL"] = _public_url_of_resource(args.auth_resource_url, flag)
     if args.allow_legacy_action_recovery:
         out.notes.append(
-            "--allow-legacy-action-recovery has no effect here: it let the seed compensate steps journaled before "
+            f"{given_as(args, 'allow_legacy_action_recovery', '--allow-legacy-action-recovery')} has no effect "
+            "here: it let the seed compensate steps journaled before "
             "its 0.5 without a contract snapshot, and every step Semantic Saga journals keeps its contract."
         )
     return out
@@ -142,29 +287,32 @@ def seed_environment(args: argparse.Namespace) -> Translation:
 def _refuse_what_we_cannot_honour(args: argparse.Namespace) -> None:
     if args.trust_identity_headers:
         raise SeedFlagRefused(
-            "--trust-identity-headers is not supported: Semantic Saga never takes identity from "
+            f"{given_as(args, 'trust_identity_headers', '--trust-identity-headers')} is not supported: "
+            "Semantic Saga never takes identity from "
             "X-Semantic-Saga-* headers. Have the proxy pass a bearer token instead (--auth-mode jwt with your "
             "identity provider, or --auth-mode static), or keep the proxy authenticating and run with "
             "--allow-unauthenticated-http, where every caller acts as the local admin."
         )
     if args.dry_run:
         raise SeedFlagRefused(
-            "--dry-run is not supported: Semantic Saga has no server-wide dry run, and serving without it would "
+            f"{given_as(args, 'dry_run', '--dry-run')} is not supported: Semantic Saga has no server-wide dry run, "
+            "and serving without it would "
             "send real requests. Preview a saga instead: begin_saga with preview: true records what each step would "
             "do and sends nothing (docs/preview_and_mcp_actions.md)."
         )
     if args.a2a_rpc_path and args.a2a_rpc_path.rstrip("/") != A2A_PATH:
         raise SeedFlagRefused(
-            f"--a2a-rpc-path {args.a2a_rpc_path} is not supported: A2A JSON-RPC is served at {A2A_PATH} (the agent "
+            f"{given_as(args, 'a2a_rpc_path', '--a2a-rpc-path')} {args.a2a_rpc_path} is not supported: "
+            f"A2A JSON-RPC is served at {A2A_PATH} (the agent "
             f"card names it). Drop the flag or pass --a2a-rpc-path {A2A_PATH}, and point peers at the card."
         )
 
 
-def _public_url_of_resource(resource_url: str) -> str:
+def _public_url_of_resource(resource_url: str, flag: str = "--auth-resource-url") -> str:
     base = resource_url.rstrip("/")
     if not base.endswith(MCP_PATH):
         raise SeedFlagRefused(
-            f"--auth-resource-url {resource_url} must end in {MCP_PATH}: the MCP endpoint is "
+            f"{flag} {resource_url} must end in {MCP_PATH}: the MCP endpoint is "
             f"SAGA_PUBLIC_URL{MCP_PATH}, so the resource URL names it. Pass the URL clients use for MCP, e.g. https://mcp.example.com{MCP_PATH}."
         )
     return base.removesuffix(MCP_PATH) or base

@@ -146,7 +146,11 @@ SAGA_FILE_FSYNC: bool = env.bool("SAGA_FILE_FSYNC", default=_db["ENGINE"] != "dj
 # Registry file loaded at start-up (serve, workers); empty = load with `semantic-saga load_actions FILE`.
 SAGA_ACTIONS_FILE: str = env.str("SAGA_ACTIONS_FILE", default="")
 # Directory below which the builtin create_text_file action may create files.
-SAGA_FILE_ROOT: str = env.str("SAGA_FILE_ROOT", default=str((SAGA_HOME if SAGA_USES_HOME else BASE_DIR) / "saga-files"))
+# Unset: BASE_DIR/saga-files in a source checkout with DATABASE_URL, else SAGA_HOME/saga-files (never inside an
+# installed package); docs/configuration.md says relative to what.
+SAGA_FILE_ROOT: str = env.str(
+    "SAGA_FILE_ROOT", default=str(home.default_file_root(BASE_DIR, SAGA_HOME, uses_home=SAGA_USES_HOME))
+)
 # PostgreSQL: a coordinator transaction's row writes travel with its next read and its COMMIT (audit.write_behind).
 SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.

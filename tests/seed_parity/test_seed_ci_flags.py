@@ -58,6 +58,7 @@ def test_each_seed_flag_sets_our_variable(flags: list[str], expected: dict[str, 
 
 def test_flags_not_given_leave_the_environment_alone(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("SAGA_PUBLIC_URL", "https://saga.example.com")
+    monkeypatch.setenv("SAGA_FILE_ROOT", "/srv/files")  # unset, the seed's ./saga-files (test_seed_start_up.py)
     env = translate()
     untouched = {"SAGA_AUTH_MODE", "SAGA_LEASE_SECONDS", "SAGA_JWT_ALGORITHMS", "SAGA_PUBLIC_URL", "SAGA_FILE_ROOT"}
     assert not untouched & set(env)
