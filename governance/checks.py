@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register
+from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.identity.rbac import ROLE_CAPABILITIES, SCOPE_CAPABILITIES, SCOPE_PREFIX
@@ -78,10 +79,24 @@ def static_tokens_check(**kwargs: Any) -> list[CheckMessage]:
     try:
         from governance.identity.tokens import StaticTokenVerifier
 
-        StaticTokenVerifier(str(path))  # the request-time loader: structure, required fields, token length
+        verifier = StaticTokenVerifier(str(path))  # the request-time loader: structure, fields, token length
     except ImproperlyConfigured as exc:
         return [_tokens_invalid(str(exc))]
-    return _unknown_grants(path, document)
+    return _unknown_grants(path, document) + _expired_tokens(verifier.expired_tokens)
+
+
+def _expired_tokens(expired: list[str]) -> list[CheckMessage]:
+    """Entries already past their expires_at: they load, and every request with them is refused."""
+    if not expired:
+        return []
+    return [
+        CheckWarning(
+            f"SAGA_AUTH_STATIC_TOKENS: {len(expired)} token(s) already expired: {'; '.join(expired)}.",
+            hint="Give the entries a later expires_at (Unix seconds) or remove them; every request with them is "
+            f"refused ({TOKENS_DOC}).",
+            id="saga.W001",
+        )
+    ]
 
 
 def _tokens_missing(setting: str, path: Path | None) -> Error:
@@ -119,10 +134,8 @@ def _unknown_grants(path: Path, document: dict[str, Any]) -> list[CheckMessage]:
             roles, who = spec.get("roles", []), spec["principal_id"]
         scopes = spec.get("scopes", [])
         where = f"{path}: tokens entry {index + 1} ({who})"
-        for field, value in (("roles", roles), ("scopes", scopes)):
-            if not isinstance(value, list | str):
-                problems.append(f"{where}: {field} must be a list of names, not {type(value).__name__}")
-        unknown_roles = sorted(set(_names(roles)) - set(ROLE_CAPABILITIES))
+        # The verifier has already refused roles or scopes that are not lists; role names compare lowercased.
+        unknown_roles = sorted({name.strip().lower() for name in _names(roles)} - set(ROLE_CAPABILITIES))
         unknown_scopes = sorted(s for s in _names(scopes) if s.startswith(SCOPE_PREFIX) and s not in SCOPE_CAPABILITIES)
         if unknown_roles:
             problems.append(f"{where}: unknown role(s) {', '.join(unknown_roles)}")
@@ -184,6 +197,38 @@ def jwt_check(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+@register(TAG)
+def issuer_check(**kwargs: Any) -> list[CheckMessage]:
+    """SAGA_JWT_ISSUER, whenever set: an absolute http(s) URL (it is published as the authorization server and
+    compared with `iss`), and used: in mode none nothing reads it."""
+    issuer = settings.SAGA_JWT_ISSUER
+    if not issuer:
+        return []
+    problem = http_url_problem(issuer)
+    if problem is None and (urlsplit(issuer).query or urlsplit(issuer).fragment):
+        problem = f"is {issuer!r}, which has a query or fragment (an OAuth issuer identifier has neither, RFC 8414)"
+    if problem:
+        return [
+            Error(
+                f"SAGA_JWT_ISSUER {problem}.",
+                hint="Set it (semantic-saga-mcp's --auth-issuer) to your identity provider's issuer URL, e.g. "
+                "https://idp.example.com/ (the issuer of its /.well-known/openid-configuration).",
+                id="saga.E013",
+            )
+        ]
+    if settings.SAGA_AUTH_MODE == "none":
+        return [
+            CheckWarning(
+                f"SAGA_JWT_ISSUER is {issuer}, but SAGA_AUTH_MODE is none: no token is checked, and no "
+                "protected-resource metadata names the issuer.",
+                hint="Set SAGA_AUTH_MODE=static or jwt (--auth-mode) to use it, or unset SAGA_JWT_ISSUER "
+                "(docs/identity.md).",
+                id="saga.W013",
+            )
+        ]
+    return []
 
 
 @register(TAG)

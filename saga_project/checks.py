@@ -11,8 +11,9 @@ values settings.py already refuses at import stop earlier, in saga_project.cli.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, register, run_checks
@@ -94,6 +95,119 @@ def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
             "SAGA_PG_PIPELINE is on, but this psycopg's libpq has no pipeline mode (libpq 14 or later is needed).",
             hint="Install psycopg[binary] (it bundles a recent libpq), or set SAGA_PG_PIPELINE=false.",
             id="saga.E043",
+        )
+    ]
+
+
+# OTEL_EXPORTER_OTLP_HEADERS and its per-signal forms: `key=value` pairs separated by commas (semantic-saga-mcp's
+# --otel-headers sets the first). OpenTelemetry skips a malformed pair with a log line per exporter, then exports
+# without the header (often the collector's credential), so a bad value is refused here instead.
+OTEL_HEADER_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+)
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110), as a header name must be
+
+
+def otel_headers_problem(value: str) -> str | None:
+    """What keeps `value` from being `key=value[,key2=value2...]` (None when it is; values may be URL-encoded)."""
+    for pair in value.split(","):
+        if not pair.strip():
+            continue
+        name, equals, _ = pair.partition("=")
+        if not equals:
+            return f"has {pair.strip()!r}, which is not key=value"
+        if not _HEADER_NAME.fullmatch(unquote(name).strip()):
+            return f"has {pair.strip()!r}, whose key {name.strip()!r} is not an HTTP header name"
+    return None
+
+
+@register(TAG)
+def otel_headers_check(**kwargs: Any) -> list[CheckMessage]:
+    errors: list[CheckMessage] = []
+    for name in OTEL_HEADER_VARIABLES:
+        value = os.environ.get(name, "")
+        if value and (problem := otel_headers_problem(value)):
+            errors.append(
+                Error(
+                    f"{name} {problem}.",
+                    hint="Write the exporter headers as key=value pairs separated by commas, e.g. "
+                    "x-api-key=secret,x-team=ops (URL-encode a comma or = inside a value), or unset it.",
+                    id="saga.E046",
+                )
+            )
+    return errors
+
+
+_ORIGIN = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*)://(?P<host>\[[0-9a-f:.]+\]|[^\s/:?#@\[\]]+)(?::(?P<port>\d{1,5}|\*))?"
+)
+
+
+def origin_problem(origin: str) -> str | None:
+    """What keeps `origin` from being a browser Origin as the MCP transport matches it: scheme://host, with
+    :port or :* (any port) optionally. None when it is one."""
+    match = _ORIGIN.fullmatch(origin.lower())
+    if match is None:
+        if origin.rstrip("/") != origin and _ORIGIN.fullmatch(origin.rstrip("/").lower()):
+            return f"{origin!r} ends in /, which a browser's Origin header never does"
+        return f"{origin!r} is not scheme://host[:port] (e.g. https://app.example.com or http://localhost:*)"
+    port = match["port"]
+    if port and port != "*" and not 0 < int(port) < 65536:
+        return f"{origin!r} has port {port}, not a number from 1 to 65535"
+    return None
+
+
+@register(TAG)
+def allowed_origins_check(**kwargs: Any) -> list[CheckMessage]:
+    """SAGA_ALLOWED_ORIGINS (semantic-saga-mcp's --allowed-origin): an entry that is no origin matches no browser,
+    silently, so every browser client would be refused."""
+    problems = [p for origin in settings.SAGA_ALLOWED_ORIGINS if (p := origin_problem(origin))]
+    if not problems:
+        return []
+    return [
+        Error(
+            f"SAGA_ALLOWED_ORIGINS: {'; '.join(problems)}.",
+            hint="List browser origins as scheme://host[:port], comma-separated, e.g. https://app.example.com,"
+            "http://localhost:* (a port of * allows any port; docs/configuration.md).",
+            id="saga.E047",
+        )
+    ]
+
+
+_HOST_NAME = re.compile(
+    r"(?:\*\.|\.)?(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?\.?"
+)
+_BRACKETED_IP6 = re.compile(r"\[[0-9a-f:.]+\]")
+
+
+def allowed_host_problem(host: str) -> str | None:
+    """What keeps `host` from being an ALLOWED_HOSTS pattern Django and the ASGI front can match: `*`, a host name or
+    address, `.example.com` or `*.example.com` (subdomains). None when it is one."""
+    lowered = host.lower()
+    if lowered == "*" or _HOST_NAME.fullmatch(lowered) or _BRACKETED_IP6.fullmatch(lowered):
+        return None
+    if "://" in host:
+        return f"{host!r} is a URL; list the host name alone ({urlsplit(host).hostname or 'e.g. saga.example.com'})"
+    if ":" in host and not host.startswith("["):
+        return f"{host!r} has a port; list the host name alone (any port is accepted)"
+    return f"{host!r} is not a host name, an IP address, .domain, *.domain or *"
+
+
+@register(TAG)
+def allowed_hosts_check(**kwargs: Any) -> list[CheckMessage]:
+    """ALLOWED_HOSTS (semantic-saga-mcp's --allowed-host): Django answers 400 to a Host matching no entry, so an
+    entry that is no host name would lock out the clients it was meant for, silently."""
+    problems = [p for host in settings.ALLOWED_HOSTS if (p := allowed_host_problem(host))]
+    if not problems:
+        return []
+    return [
+        Error(
+            f"ALLOWED_HOSTS: {'; '.join(problems)}.",
+            hint="List the host names clients reach this server by, comma-separated, e.g. saga.example.com,"
+            "127.0.0.1 (.example.com for a domain and its subdomains; docs/configuration.md).",
+            id="saga.E048",
         )
     ]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -52,7 +53,19 @@ def token_verifier() -> TokenVerifier | None:
     )
     if key not in _verifiers:
         _verifiers[key] = StaticTokenVerifier(settings.SAGA_AUTH_STATIC_TOKENS) if mode == "static" else JWTVerifier()
+        _warn_of_expired_tokens(_verifiers[key])
     return _verifiers[key]
+
+
+def _warn_of_expired_tokens(verifier: TokenVerifier) -> None:
+    """Once, when the token file is read (at start for every serving command): entries already past expires_at.
+    They load (the file may be shared with a clock that differs), and every request with them is refused."""
+    expired = verifier.expired_tokens if isinstance(verifier, StaticTokenVerifier) else []
+    if expired:
+        sys.stderr.write(
+            f"WARNING: {len(expired)} static token(s) already expired (expires_at has passed): {'; '.join(expired)}. "
+            "Every request with them is refused; give the entries a later expires_at or remove them.\n"
+        )
 
 
 def authenticate(authorization: str | None, *, protocol: str) -> Principal:
@@ -98,15 +111,38 @@ def _bearer_token(authorization: str | None) -> str:
 
 
 def resource_metadata_served() -> bool:
-    """Protected-resource metadata is served whenever tokens are checked and an issuer is configured (any mode, as
-    semantic-saga-mcp serves it with --auth-issuer in static mode too)."""
+    """Protected-resource metadata is served whenever tokens are checked (mode static or jwt) and an issuer is
+    configured, as semantic-saga-mcp served it with --auth-issuer in both its static and jwt modes. In mode none it
+    is not: the seed built no auth settings there either, and metadata sending clients to an authorization server
+    for tokens nobody checks would only mislead them (`semantic-saga check` warns of the unused issuer, saga.W013)."""
     return settings.SAGA_AUTH_MODE != "none" and bool(settings.SAGA_JWT_ISSUER)
 
 
-NO_RESOURCE_METADATA = (
-    "No OAuth authorization server is configured: set SAGA_JWT_ISSUER (semantic-saga-mcp's --auth-issuer) with "
-    "SAGA_AUTH_MODE static or jwt."
-)
+def no_resource_metadata_reason() -> str:
+    """Why /.well-known/oauth-protected-resource/... answers 404, for the current configuration."""
+    if settings.SAGA_JWT_ISSUER:
+        return (
+            f"No protected-resource metadata: SAGA_JWT_ISSUER is {settings.SAGA_JWT_ISSUER}, but SAGA_AUTH_MODE is "
+            "none, so this server checks no tokens and names no authorization server. Set SAGA_AUTH_MODE=static or "
+            "jwt (semantic-saga-mcp's --auth-mode) to publish it."
+        )
+    if settings.SAGA_AUTH_MODE == "none":
+        return (
+            "No protected-resource metadata: this server checks no tokens (SAGA_AUTH_MODE=none). Set SAGA_AUTH_MODE "
+            "static or jwt and SAGA_JWT_ISSUER (semantic-saga-mcp's --auth-mode and --auth-issuer) to publish it."
+        )
+    return (
+        "No OAuth authorization server is configured: set SAGA_JWT_ISSUER (semantic-saga-mcp's --auth-issuer) to "
+        "name the one that issues this server's tokens."
+    )
+
+
+def __getattr__(name: str) -> str:
+    """NO_RESOURCE_METADATA, which the metadata views import when they answer, is worked out for the configuration
+    of the moment (no_resource_metadata_reason) rather than fixed at import."""
+    if name == "NO_RESOURCE_METADATA":
+        return no_resource_metadata_reason()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def protected_resource_metadata(resource_path: str = "/mcp") -> dict[str, object]:

@@ -1,9 +1,9 @@
-"""Reading a principal's tenant and type out of token claims, with the configured claim names: one reading for
+"""Reading a principal's tenant, type and roles out of token claims, with the configured claim names: one reading for
 verified tokens (governance.identity.tokens) and semantic-saga-mcp's static token files (seed_tokens)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.conf import settings
@@ -25,3 +25,9 @@ def tenant_claims() -> str:
 def principal_kind(claims: Mapping[str, Any], *, has_subject: bool) -> str:
     """The principal type claim (SAGA_JWT_PRINCIPAL_TYPE_CLAIM), else `user` for a subject and `service` otherwise."""
     return str(claims.get(settings.SAGA_JWT_PRINCIPAL_TYPE_CLAIM) or ("user" if has_subject else "service"))
+
+
+def role_names(names: Iterable[str]) -> frozenset[str]:
+    """Role names as RBAC compares them: stripped and lowercased, as semantic-saga-mcp compared them, so an identity
+    provider's `Operator` group or a token file's `OPERATOR` is the operator role. Blank names are dropped."""
+    return frozenset(name.strip().lower() for name in names if name.strip())

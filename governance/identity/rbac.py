@@ -38,8 +38,6 @@ ROLE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     "operator": frozenset({READ, EXECUTE, DECIDE}),
     "admin": frozenset({READ, EXECUTE, DECIDE, ADMIN}),
 }
-# The least role holding each capability, for refusals that say what to ask for.
-LEAST_ROLE: dict[Capability, str] = {READ: "viewer", EXECUTE: "agent", DECIDE: "operator", ADMIN: "admin"}
 SCOPE_PREFIX = "semantic-saga:"
 SCOPE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     f"{SCOPE_PREFIX}read": frozenset({READ}),
@@ -47,12 +45,11 @@ SCOPE_CAPABILITIES: dict[str, frozenset[Capability]] = {
     f"{SCOPE_PREFIX}execute": frozenset({READ, EXECUTE, DECIDE}),
     f"{SCOPE_PREFIX}admin": frozenset({READ, EXECUTE, DECIDE, ADMIN}),
 }
-LEAST_SCOPE: dict[Capability, str] = {READ: "read", EXECUTE: "call", DECIDE: "execute", ADMIN: "admin"}
 
 
 def capabilities(principal: Principal) -> frozenset[Capability]:
     from_roles: frozenset[Capability] = frozenset().union(
-        *(ROLE_CAPABILITIES.get(r, frozenset()) for r in principal.roles)
+        *(ROLE_CAPABILITIES.get(r.strip().lower(), frozenset()) for r in principal.roles)
     )
     ours = [s for s in principal.scopes if s.startswith(SCOPE_PREFIX)]
     from_scopes: frozenset[Capability] = frozenset().union(*(SCOPE_CAPABILITIES.get(s, frozenset()) for s in ours))
@@ -65,6 +62,19 @@ def can(principal: Principal, needed: Capability) -> bool:
     return needed in capabilities(principal)
 
 
+def granting(needed: Capability) -> str:
+    """Every role and scope that grants `needed`, least first: "role agent, operator or admin, or scope
+    semantic-saga:call, semantic-saga:execute or semantic-saga:admin" (semantic-saga-mcp's operator role and
+    semantic-saga:execute scope included, which its users hold)."""
+    roles = [role for role, held in ROLE_CAPABILITIES.items() if needed in held]
+    scopes = [scope for scope, held in SCOPE_CAPABILITIES.items() if needed in held]
+    return f"role {_either(roles)}, or scope {_either(scopes)}"
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def authorize(principal: Principal, needed: Capability, operation: str) -> None:
     """Raise Forbidden, naming `operation` (what was not done), unless the principal holds the capability `needed`."""
     if needed in capabilities(principal):
@@ -72,8 +82,8 @@ def authorize(principal: Principal, needed: Capability, operation: str) -> None:
     held = ", ".join(sorted(capabilities(principal))) or "none"
     raise Forbidden(
         message=f"{principal.principal_id} may not {operation.replace('_', ' ')}: it needs the '{needed}' capability "
-        f"(role {LEAST_ROLE[needed]} or scope {SCOPE_PREFIX}{LEAST_SCOPE[needed]}), and this principal holds: "
-        f"{held}. Nothing was done. Ask an admin of your tenant for the role, or use a token with that scope.",
+        f"({granting(needed)}), and this principal holds: {held}. Nothing was done. Ask an admin of your tenant for "
+        "one of those roles, or use a token with one of those scopes.",
         operation=operation,
         capability=str(needed),
     )

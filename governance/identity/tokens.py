@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.errors import AuthenticationFailed
-from governance.identity.claims import claimed_tenant, principal_kind, tenant_claims
+from governance.identity.claims import claimed_tenant, principal_kind, role_names, tenant_claims
 from governance.identity.listening import declared_host, loopback_only
 from governance.identity.principal import Principal
 from governance.identity.seed_tokens import is_seed_document, seed_entry
@@ -73,11 +73,15 @@ class StaticTokenVerifier:
 
     Tokens are kept only as SHA-256 digests and looked up by digest, so comparing does not leak token prefixes.
     `short_tokens` names the entries shorter than MIN_TOKEN_LENGTH, accepted because the server listens on loopback
-    only (`serve` prints a warning naming them); anywhere else loading refuses them.
+    only (`serve` prints a warning naming them); anywhere else loading refuses them. `expired_tokens` names the
+    entries whose expires_at has already passed when the file is read (the server warns at start; such a token is
+    refused at every request). An entry is named by its place in the file and its principal, never by its token.
+    Role names are compared lowercased (claims.role_names); roles and scopes must be lists in either format.
     """
 
     def __init__(self, path: str) -> None:
         self.short_tokens: list[str] = []
+        self.expired_tokens: list[str] = []
         self._entries = self._load(Path(path))
 
     def _load(self, path: Path) -> dict[str, _StaticEntry]:
@@ -98,15 +102,24 @@ class StaticTokenVerifier:
         for index, (token, spec) in enumerate(tokens.items()):
             where = f"{path}: tokens entry {index + 1}"
             fields = seed_entry(spec, where) if seed else _our_entry(spec, where)
+            who = f"{where} ({fields['principal_id']})"
+            if not token.strip() or token != token.strip():
+                raise ImproperlyConfigured(
+                    f"{who}: its token is {'empty' if not token.strip() else 'padded with white space'}. A bearer "
+                    "token can never match it; give the entry a long random token."
+                )
             if len(token) < MIN_TOKEN_LENGTH:
                 self._short(f"{where} ({fields['principal_id']}, {len(token)} characters)")
+            expires_at = fields.get("expires_at")
+            if expires_at is not None and expires_at <= time.time():
+                self.expired_tokens.append(who)
             entries[_digest(token)] = _StaticEntry(
                 principal_id=str(fields["principal_id"]),
                 tenant_id=str(fields["tenant_id"]),
                 principal_type=str(fields.get("principal_type") or "user"),
-                roles=frozenset(_string_list(fields.get("roles"))),
-                scopes=frozenset(_string_list(fields.get("scopes"))),
-                expires_at=fields.get("expires_at"),
+                roles=role_names(_listed_names(fields.get("roles"), "roles", who)),
+                scopes=frozenset(_listed_names(fields.get("scopes"), "scopes", who)),
+                expires_at=expires_at,
             )
         return entries
 
@@ -140,6 +153,23 @@ class StaticTokenVerifier:
 
     def verify_now(self, token: str, *, protocol: str) -> Principal | None:
         return self.verify(token, protocol=protocol)  # a look-up in memory
+
+
+def _listed_names(value: Any, field: str, who: str) -> list[str]:
+    """A token file's roles or scopes: absent, or a list of names. A plain string is refused rather than split:
+    `"roles": "operator admin"` could be one misspelled name or two, and the file is ours to read exactly."""
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return value
+    if isinstance(value, str):
+        example = json.dumps(value.replace(",", " ").split() or ["operator"])
+        raise ImproperlyConfigured(
+            f'{who}: "{field}" is the string {json.dumps(value)}; write a list of names: "{field}": {example}.'
+        )
+    raise ImproperlyConfigured(
+        f'{who}: "{field}" must be a list of names such as ["operator"], not {type(value).__name__}.'
+    )
 
 
 def _our_entry(spec: Any, where: str) -> dict[str, Any]:
@@ -241,7 +271,6 @@ class JWTVerifier:
                 key=key.key,
                 algorithms=[alg],
                 audience=self.audience,
-                issuer=self.issuer,
                 leeway=settings.SAGA_JWT_LEEWAY_SECONDS,
                 options={"require": ["exp", "iss", "aud"], "strict_aud": False},
             )
@@ -251,13 +280,21 @@ class JWTVerifier:
             raise AuthenticationFailed(
                 f"The token is not meant for this server (audience must be {self.audience})."
             ) from exc
-        except jwt.InvalidIssuerError as exc:
-            raise AuthenticationFailed(
-                f"The token was issued by someone else (issuer must be exactly {self.issuer})."
-            ) from exc
         except jwt.PyJWTError as exc:
             raise AuthenticationFailed(f"The token is invalid: {exc}.") from exc
+        if not same_issuer(claims["iss"], self.issuer):
+            raise AuthenticationFailed(
+                f"The token was issued by someone else (its iss is {str(claims['iss'])!r}; the issuer this server "
+                f"accepts is {self.issuer}, with or without a final /)."
+            )
         return claims
+
+
+def same_issuer(claimed: Any, configured: str) -> bool:
+    """`iss` against SAGA_JWT_ISSUER, final slashes aside: semantic-saga-mcp stripped the final / of --auth-issuer
+    before comparing, and identity providers differ on writing one (`https://idp.example.com/` documented, tokens
+    carrying `https://idp.example.com`). Anything else must match exactly."""
+    return isinstance(claimed, str) and bool(claimed) and claimed.rstrip("/") == configured.rstrip("/")
 
 
 def principal_from_claims(claims: Mapping[str, Any], *, protocol: str) -> Principal:
@@ -276,7 +313,7 @@ def principal_from_claims(claims: Mapping[str, Any], *, protocol: str) -> Princi
         principal_id=str(subject),
         tenant_id=tenant,
         principal_type=principal_kind(claims, has_subject=bool(claims.get("sub"))),
-        roles=frozenset(_string_list(claims.get(settings.SAGA_JWT_ROLES_CLAIM))),
+        roles=role_names(_string_list(claims.get(settings.SAGA_JWT_ROLES_CLAIM))),
         scopes=frozenset(scopes),
         authenticated=True,
         protocol=protocol,
