@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from audit.canonical import sha256_hex
 from registry.errors import RegistryError
+from registry.semantics import semantic_reversibility
 from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
 from registry.url_templates import url_template_problems
 
@@ -193,8 +194,8 @@ def _schema_validity_problems(contract: dict[str, Any], path: str) -> list[str]:
 
 
 def _compensation_presence_problems(contract: dict[str, Any], path: str) -> list[str]:
-    semantic = contract.get("semantic")
-    reversibility = semantic.get("reversibility") if isinstance(semantic, dict) else None
+    # semantic-saga-mcp's words count as ours (registry.semantics): its "full" is our reversible.
+    reversibility = semantic_reversibility(contract.get("semantic"))
     has_it = "compensation" in contract
     if reversibility == "reversible" and not has_it:
         return [

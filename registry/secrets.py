@@ -52,7 +52,8 @@ default_provider: SecretProvider = EnvSecretProvider()
 
 
 def resolve_header(value: str | Mapping[str, Any], provider: SecretProvider | None = None) -> str:
-    """A header value from a contract: a literal string, or `prefix + secret` for a secret reference."""
+    """A header value from a contract: a literal string, or `prefix + secret + suffix` for a secret reference
+    (`suffix`, as semantic-saga-mcp's files may have it, is empty unless given)."""
     if isinstance(value, str):
         return value
     ref = str(value["secret_ref"])
@@ -64,7 +65,7 @@ def resolve_header(value: str | Mapping[str, Any], provider: SecretProvider | No
             "sent. Fix the secret's value (without the line break), then retry the step.",
             retryable=False,
         )
-    return f"{value.get('prefix', '')}{secret}"
+    return f"{value.get('prefix', '')}{secret}{value.get('suffix', '')}"
 
 
 REDACTED = "[REDACTED]"

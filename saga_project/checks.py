@@ -229,3 +229,20 @@ def _describe(message: CheckMessage) -> str:
     gap = "\n" if "\n" in message.msg else " "
     hint = f"{gap}Fix: {message.hint}" if message.hint else ""
     return f"{message.msg}{hint} ({message.id})"
+
+
+@register(TAG)
+def opa_timeout_check(**kwargs: Any) -> list[CheckMessage]:
+    """A timeout httpx cannot use would turn every decision into a fail-closed deny, long after start-up."""
+    timeout = settings.SAGA_OPA_TIMEOUT_SECONDS
+    if settings.SAGA_POLICY_MODE != "opa" or (timeout > 0 and timeout != float("inf")):
+        return []
+    return [
+        Error(
+            f"SAGA_OPA_TIMEOUT_SECONDS (--policy-opa-timeout) is {timeout:g}; the OPA timeout must be a positive "
+            "finite number of seconds.",
+            hint="Set --policy-opa-timeout or SAGA_OPA_TIMEOUT_SECONDS to e.g. 2 (the default; "
+            "docs/policy_governance.md).",
+            id="saga.E024",
+        )
+    ]

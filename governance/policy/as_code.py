@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from governance.policy.facts import DEFAULT_RISK_WEIGHTS
+from registry.semantics import risk_of
 
 
 class PolicyAsCode:
@@ -22,7 +23,7 @@ class PolicyAsCode:
     revision: str | None = None
 
     def risk_units(self, risk: str) -> int:
-        return DEFAULT_RISK_WEIGHTS.get(risk, 0)
+        return DEFAULT_RISK_WEIGHTS.get(risk_of(risk), 0)
 
     def source(self) -> dict[str, str]:
         raise NotImplementedError

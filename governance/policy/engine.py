@@ -23,6 +23,7 @@ from django.db import DatabaseError, transaction
 
 from governance.policy import revision as policy_revision
 from governance.policy.facts import DEFAULT_RISK_WEIGHTS, Decision, PolicyInput
+from registry.semantics import risk_of
 
 if TYPE_CHECKING:  # the backends are imported by _build, when one is configured (mode none loads none of them)
     from governance.policy.revision import PolicyBackend
@@ -107,7 +108,7 @@ def evaluate(facts: PolicyInput) -> Decision:
 
 def risk_units(risk: str) -> int:
     policy = engine()
-    return policy.risk_units(risk) if policy is not None else DEFAULT_RISK_WEIGHTS.get(risk, 0)
+    return policy.risk_units(risk) if policy is not None else DEFAULT_RISK_WEIGHTS.get(risk_of(risk), 0)
 
 
 def policy_status(tenant_id: str) -> dict[str, Any]:

@@ -12,9 +12,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from governance.errors import ServiceError
+from registry.semantics import reversibility_of, risk_of
 
-RISK_ORDER = {"low": 0, "medium": 1, "high": 2, "critical": 3}
-DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30}
+# "unknown" is semantic-saga-mcp's risk level below low (a contract with no risk, or a word that is none of these).
+RISK_ORDER = {"unknown": -1, "low": 0, "medium": 1, "high": 2, "critical": 3}
+DEFAULT_RISK_WEIGHTS = {"low": 1, "medium": 3, "high": 10, "critical": 30, "unknown": 3}
+# Said where a decision has no policy revision to name (an OPA answer without one, a fail-closed deny).
+NO_REVISION = "unknown"
 # Phases that start or commit to new forward work: the only ones budgets and thresholds apply to.
 FORWARD_PHASES = frozenset({"plan", "execute", "run"})
 # Reversibility values that need approval when a tenant sets irreversible_requires_approval ("unknown" is treated
@@ -51,6 +55,12 @@ class PolicyInput:
     # A proxied call only: its downstream tool's definition changed since the session began (a rug pull).
     definition_changed: bool = False
 
+    def __post_init__(self) -> None:
+        # A contract's semantic is kept as its file says; policies decide on our vocabulary (registry.semantics:
+        # semantic-saga-mcp's reversibility "full" is reversible, a risk that is no level is unknown).
+        object.__setattr__(self, "risk", risk_of(self.risk))
+        object.__setattr__(self, "reversibility", reversibility_of(self.reversibility))
+
     def as_dict(self) -> dict[str, Any]:
         """The document sent to OPA and evaluated by Rego (sorted lists keep it deterministic)."""
         data = asdict(self)
@@ -80,7 +90,8 @@ EFFECTS = frozenset({"allow", "deny", "require_approval"})
 def decision_from_result(result: Any, *, backend: str, revision: str | None) -> Decision:
     """Read a boolean or object decision; every other shape is a fail-closed deny."""
     if isinstance(result, bool):
-        return Decision("allow" if result else "deny", f"{backend} decision {str(result).lower()}", backend, revision)
+        effect = "allow" if result else "deny"
+        return Decision(effect, f"{backend} decision {str(result).lower()}", backend, revision or NO_REVISION)
     if not isinstance(result, dict) or result.get("effect") not in EFFECTS:
         return fail_closed(backend, revision, f"the {backend} decision has an invalid shape ({type(result).__name__})")
     rules = result.get("matched_rules") or []
@@ -88,7 +99,7 @@ def decision_from_result(result: Any, *, backend: str, revision: str | None) -> 
         effect=str(result["effect"]),
         reason=str(result.get("reason") or f"{backend} decided {result['effect']}"),
         backend=backend,
-        revision=str(result.get("revision") or revision) if (result.get("revision") or revision) else None,
+        revision=str(result.get("revision") or revision or NO_REVISION),
         matched_rules=tuple(str(r) for r in rules) if isinstance(rules, list) else (),
         budget=str(result["budget"]) if result.get("budget") else None,
     )
@@ -96,5 +107,9 @@ def decision_from_result(result: Any, *, backend: str, revision: str | None) -> 
 
 def fail_closed(backend: str, revision: str | None, why: str) -> Decision:
     return Decision(
-        "deny", f"{why}; forward work fails closed until policy answers", backend, revision, ("fail-closed",)
+        "deny",
+        f"{why}; forward work fails closed until policy answers",
+        backend,
+        revision or NO_REVISION,
+        ("fail-closed",),
     )

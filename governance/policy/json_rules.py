@@ -28,9 +28,11 @@ from governance.policy.facts import (
     PolicyFileError,
     PolicyInput,
 )
+from registry.semantics import risk_of
 
 SCHEMA_PATH = Path(__file__).with_name("governance_policy.schema.json")
 WILDCARD = "*"
+UNVERSIONED = "unversioned"
 
 # What semantic-saga-mcp calls each budget in a refusal; its clients and CI match on these phrases.
 SEED_BUDGET_LABELS = {
@@ -58,7 +60,7 @@ def _schema_problems(document: Any) -> list[str]:
 
 def _duplicate_rule_ids(document: dict[str, Any]) -> list[str]:
     problems = []
-    for tenant, section in document["tenants"].items():
+    for tenant, section in document.get("tenants", {}).items():
         seen: set[str] = set()
         for index, rule in enumerate(section.get("rules", [])):
             if rule["id"] in seen:
@@ -79,8 +81,10 @@ class JsonPolicy:
                 problems=problems,
             )
         self.document: dict[str, Any] = document
-        self.revision: str = document["revision"]
-        self.weights = {**DEFAULT_RISK_WEIGHTS, **document.get("risk_weights", {})}
+        # Optional, as in semantic-saga-mcp, whose files without one are "unversioned".
+        self.revision: str = document.get("revision") or UNVERSIONED
+        weights = {str(key).lower(): value for key, value in document.get("risk_weights", {}).items()}
+        self.weights = {**DEFAULT_RISK_WEIGHTS, **weights}
 
     @classmethod
     def load(cls, path: str | Path) -> JsonPolicy:
@@ -98,11 +102,11 @@ class JsonPolicy:
     # --- evaluation ------------------------------------------------------------------------------------------------
 
     def _sections(self, tenant_id: str) -> list[dict[str, Any]]:
-        tenants = self.document["tenants"]
+        tenants = self.document.get("tenants", {})
         return [tenants[t] for t in (tenant_id, WILDCARD) if t in tenants and (t != WILDCARD or tenant_id != t)]
 
     def risk_units(self, risk: str) -> int:
-        return int(self.weights.get(risk, 0))
+        return int(self.weights.get(risk_of(risk), 0))
 
     def evaluate(self, facts: PolicyInput) -> Decision:
         sections = self._sections(facts.tenant_id)
@@ -186,20 +190,26 @@ def _globs(patterns: Iterable[str], value: str) -> bool:
     return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
 
 
+def _listed(value: Any) -> Any:
+    """A condition's value as a list: one string stands for a list of one (semantic-saga-mcp writes either)."""
+    return [value] if isinstance(value, str) else value
+
+
 def matches(match: dict[str, Any], facts: PolicyInput) -> bool:
-    """Every condition given must hold; within a list any item may match."""
+    """Every condition given must hold; within a list any item may match. Every string condition is a glob, as in
+    semantic-saga-mcp (a word without * or ? matches exactly)."""
     conditions: list[tuple[str, Callable[[list[str]], bool]]] = [
         ("actions", lambda v: _globs(v, facts.action)),
-        ("phases", lambda v: facts.phase in v),
-        ("risks", lambda v: facts.risk in v),
-        ("domains", lambda v: facts.domain in v),
-        ("operations", lambda v: facts.operation in v),
+        ("phases", lambda v: _globs(v, facts.phase)),
+        ("risks", lambda v: _globs(v, facts.risk)),
+        ("domains", lambda v: _globs(v, facts.domain)),
+        ("operations", lambda v: _globs(v, facts.operation)),
         ("resources", lambda v: _globs(v, facts.resource)),
-        ("principal_types", lambda v: facts.principal_type in v),
+        ("principal_types", lambda v: _globs(v, facts.principal_type)),
         ("roles_any", lambda v: bool(facts.roles & set(v))),
         ("roles_all", lambda v: set(v) <= facts.roles),
         ("roles_none", lambda v: not facts.roles & set(v)),
         ("scopes_any", lambda v: bool(facts.scopes & set(v))),
         ("definition_changed", lambda v: facts.definition_changed is bool(v)),
     ]
-    return all(test(match[key]) for key, test in conditions if key in match)
+    return all(test(_listed(match[key])) for key, test in conditions if key in match)

@@ -150,7 +150,7 @@ def test_contract_invalid_input_schema_names_schema_path(builtin_contract: dict[
         (lambda c: c.update(kind="grpc"), "contract.kind: 'grpc' is not one of ['http', 'builtin', 'mcp']"),
         (lambda c: c.update(execution_polcy={}), "'execution_polcy' was unexpected"),
         (lambda c: c.update(version="1.0"), "contract.version: '1.0' is not a semantic version"),
-        (lambda c: c["semantic"].update(risk="huge"), "contract.semantic.risk: 'huge' is not one of"),
+        (lambda c: c["semantic"].update(risk=5), "contract.semantic.risk: 5 is not of type 'string'"),
         (
             lambda c: c.update(execution_policy={"forward": {"jitter": 1.5}}),
             "contract.execution_policy.forward.jitter: 1.5 is greater than the maximum of 1",
@@ -214,3 +214,14 @@ def test_schema_builtin_names_match_handler_table() -> None:
     # when compared with the handlers that exist
     # then every published name can run and every handler is published
     assert sorted(names) == sorted(BUILTIN_HANDLERS)
+
+
+def test_seed_semantic_words_keep_our_compensation_rules(builtin_contract: dict[str, Any]) -> None:
+    # semantic-saga-mcp's "full" is our reversible: it needs a compensation; an open semantic is accepted
+    builtin_contract["semantic"] = {"reversibility": "full", "effects": {"creates": ["x"]}}
+    builtin_contract.pop("compensation", None)
+    with pytest.raises(RegistryError) as caught:
+        validate_contract(builtin_contract)
+    assert "'reversible' means the inverse is known" in caught.value.message
+    builtin_contract.pop("semantic")
+    validate_contract(builtin_contract)

@@ -39,7 +39,8 @@ def test_load_actions_second_run_reports_unchanged() -> None:
     output = _run(str(EXAMPLE_REGISTRY))
     # then
     assert (
-        "0 created, 4 unchanged (noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, crm_create_contact@1.0.0)" in output
+        "0 created, 4 unchanged (noop@1.0.0, charge_card@1.0.0, update_inventory@1.0.0, crm_create_contact@1.0.0)"
+        in output
     )
 
 

@@ -49,3 +49,9 @@ def test_action_failure_as_dict_includes_receipt_only_when_present() -> None:
     with_receipt = ActionFailure("X", "m", retryable=False, uncertain=True, receipt={"status_code": 500})
     assert plain.as_dict() == {"code": "X", "message": "m", "retryable": True, "uncertain": False}
     assert with_receipt.as_dict()["receipt"] == {"status_code": 500}
+
+
+def test_a_seed_secret_header_suffix_follows_the_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SEED_SUFFIX_TOKEN", "s3cret")
+    header = {"secret_ref": "env://SEED_SUFFIX_TOKEN", "prefix": "Token ", "suffix": ";v=1"}
+    assert resolve_header(header) == "Token s3cret;v=1"
