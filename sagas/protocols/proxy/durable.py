@@ -29,6 +29,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp_tasks.negotiation import requested
 from sagas.protocols.mcp_tasks.service import TaskService
+from sagas.protocols.proxy.behind import ReadLine, may_read_now, now
 from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,
     ClientIdentity,
@@ -50,7 +51,7 @@ from sagas.protocols.proxy.elicited import (
 )
 from sagas.protocols.proxy.forwarding import Forwarder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
-from sagas.protocols.proxy.journal import Journal
+from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 from sagas.protocols.proxy.trust import ToolTrust, listening
@@ -80,6 +81,7 @@ class DurableCallPath:
         self.packs = config.packs.in_force(capture_enabled=config.capture)
         self.sessions: dict[str, Session] = {}
         self.journal = Journal()
+        self.behind = WriteBehind()  # reads' journal lines, written after their answers
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates)
         downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog))
@@ -90,6 +92,10 @@ class DurableCallPath:
         self.tasks = TaskService({HELD_CALL: self.held_tasks})
 
     async def call(self, request: ProxiedCall) -> types.CallToolResult | types.InputRequiredResult:
+        with self.behind.busy():  # reads' journal lines are written while no call is being answered
+            return await self._call(request)
+
+    async def _call(self, request: ProxiedCall) -> types.CallToolResult | types.InputRequiredResult:
         if not can(request.principal, EXECUTE):
             return refused_result(
                 request,
@@ -105,6 +111,8 @@ class DurableCallPath:
             request = fresh
             await self.trust.recheck(request.server, request.definition)
             facts = self._facts(request)
+            if self._behind(request, facts) and (answered := await self._read_behind(request, facts)) is not None:
+                return answered
             begun = await self._begin(request, facts)
         except ServiceError as refused:
             return refused_result(request, refused.message.rstrip("."))
@@ -132,6 +140,26 @@ class DurableCallPath:
             "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=arguments
         )
 
+    # --- reads journaled behind their answers (sagas.protocols.proxy.behind) ------------------------------------
+
+    def _behind(self, request: ProxiedCall, facts: CallFacts) -> bool:
+        """Whether the call may take the write-behind path: class read, gate allow, no capture read declared."""
+        return facts.effect_class == "read" and facts.gate == "allow" and "capture" not in facts.inverse
+
+    async def _read_behind(self, request: ProxiedCall, facts: CallFacts) -> types.CallToolResult | None:
+        """Check that the read would be forwarded now, forward it and have its step written behind the answer;
+        None when the check does not clear it (the write-ahead path then decides and journals it)."""
+        session = await self._session(request.principal, request.client)
+        check = functools.partial(may_read_now, request.principal.tenant_id, session.saga_id)
+        if not await self.journal.run(check):
+            return None
+
+        async def record(started: float, outcome: dict[str, Any]) -> None:
+            line = ReadLine(request.principal, session.saga_id, facts, request.arguments, outcome, started, now())
+            self.behind.submit(line.write)
+
+        return await self.forwarder.forward(request, {}, record)
+
     def _forget(self, session: Session) -> None:
         for key in [key for key, kept in self.sessions.items() if kept is session]:
             del self.sessions[key]
@@ -149,7 +177,8 @@ class DurableCallPath:
 
     async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
         """A resources/read or prompts/get: a step of class read in the session (sagas.protocols.proxy.reads)."""
-        return await journaled_read(self, request, self._spec(request.server).block())
+        with self.behind.busy():
+            return await journaled_read(self, request, self._spec(request.server).block())
 
     def hidden(self, principal: Principal, client: ClientIdentity, server: str, tool: types.Tool) -> bool:
         """A tool whose gate is `hide` for this tenant and client is left out of tools/list (and answered as an
@@ -365,9 +394,12 @@ class DurableCallPath:
         await self.forwarder.record(principal, begun, started, outcome)
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
+        if name == "proxy_call_begin":  # after the reads before it: a session's ledger keeps the order of its calls
+            await self.behind.drained()
         return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
 
     async def aclose(self) -> None:
+        await anyio.to_thread.run_sync(self.behind.close)  # the reads' journal lines still queued are written first
         await anyio.to_thread.run_sync(self.journal.close)
 
 

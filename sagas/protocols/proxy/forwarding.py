@@ -5,6 +5,7 @@ client gone while it was out. docs/proxy.md, "How a call is journaled"."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -34,6 +35,8 @@ GONE_WHILE_OUT = "the client went away while the call was out, so its answer was
 
 # Runs one operation of the table for a principal (the durable path's journal).
 Op = Callable[..., Awaitable[dict[str, Any]]]
+# Records a sent (or unsent) call's outcome, given when it started (time.monotonic()) and CallOutcome's other fields.
+Recorder = Callable[[float, dict[str, Any]], Awaitable[None]]
 # The usable pack entry of (server, tool), if any (sagas.protocols.proxy.trust ToolTrust.pack_entry).
 PackEntryFor = Callable[[str, str], PackEntry | None]
 
@@ -55,8 +58,14 @@ class Forwarder:
         self.max_result_bytes = max_result_bytes  # ledger.maxResultBytes: what the journal keeps of an answer
         self.op = op
 
-    async def forward(self, request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
-        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]}
+    async def forward(
+        self, request: ProxiedCall, begun: dict[str, Any], recorder: Recorder | None = None
+    ) -> types.CallToolResult:
+        """Send the call (after the pack's capture read, if any) and record its outcome: by default with
+        proxy_call_finish on the step `begun` names, which is also the forward's idempotency key; a read journaled
+        behind its answer (sagas.protocols.proxy.behind) has no step yet, so no key, and its own `recorder`."""
+        record: Recorder = recorder or functools.partial(self.record, request.principal, begun)
+        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]} if "step_id" in begun else request.meta
         started = time.monotonic()
         outcome: dict[str, Any] = {"max_result_bytes": self.max_result_bytes}
         try:
@@ -64,50 +73,41 @@ class Forwarder:
                 outcome.update(captured=True, pre_state=pre_state)
         except CaptureFailed as failed:
             kind = "not_sent" if failed.unavailable else "capture_failed"
-            await self.record(request.principal, begun, started, {**outcome, "kind": kind, "reason": str(failed)})
+            await record(started, {**outcome, "kind": kind, "reason": str(failed)})
             if failed.unavailable:
                 return not_sent_result(request, str(failed))
             return capture_failed_result(request, str(failed))
         except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
-            await self.record(
-                request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT}
-            )
+            await record(started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT})
             raise
         try:
             result = await self.downstreams.call_tool(
                 request.server, request.tool, request.arguments, relay=request.relay, meta=meta
             )
         except DownstreamUnavailable as down:
-            await self.record(request.principal, begun, started, {**outcome, "kind": "not_sent", "reason": str(down)})
+            await record(started, {**outcome, "kind": "not_sent", "reason": str(down)})
             return not_sent_result(request, str(down))
         except DownstreamLost as lost:
-            await self.record(request.principal, begun, started, {**outcome, "kind": "lost", "reason": str(lost)})
+            await record(started, {**outcome, "kind": "lost", "reason": str(lost)})
             return uncertain_result(request, str(lost))
         except ResultTooLarge as oversized:
             done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
-            await self.record(request.principal, begun, started, {**outcome, **done})
+            await record(started, {**outcome, **done})
             return too_large_result(request, oversized)
         except anyio.get_cancelled_exc_class():
             # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
             # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
             # left EXECUTING for as long as this process lives.
-            await self.record(request.principal, begun, started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
+            await record(started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
             raise
         except MCPError as error:
             reason = f"the server answered with a protocol error: {error}"
-            await self.record(
-                request.principal, begun, started, {**outcome, "kind": "answered", "is_error": True, "reason": reason}
-            )
+            await record(started, {**outcome, "kind": "answered", "is_error": True, "reason": reason})
             raise
         answer = self.downstreams.scrub(
             request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
         )
-        await self.record(
-            request.principal,
-            begun,
-            started,
-            {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)},
-        )
+        await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
 
     async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:

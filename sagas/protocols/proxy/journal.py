@@ -1,4 +1,5 @@
-"""Where the proxy's journal work runs: a few long-lived threads, each keeping its database connection.
+"""Where the proxy's journal work runs: a few long-lived threads, each keeping its database connection, and one
+more that writes reads' journal lines after their answers (WriteBehind).
 
 Every proxied call costs two short transactions (begun, finished). Run like other ORM units (sagas.protocols.orm),
 each would open a fresh database connection, which on PostgreSQL costs more than the transaction itself; these
@@ -10,10 +11,12 @@ round trip of its own on every call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from django.db import connections
@@ -25,6 +28,9 @@ JOURNAL_THREADS = 4
 CHECK_AFTER_IDLE_SECONDS = 5.0
 
 _Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+# A write-behind unit and when it was submitted (loop and future None), or a drained() marker (unit None).
+_Behind = tuple[Callable[[], Any] | None, asyncio.AbstractEventLoop | None, "asyncio.Future[None] | None", float]
+logger = logging.getLogger("sagas.protocols.proxy")
 
 
 class Journal:
@@ -96,3 +102,109 @@ def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | Non
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+class WriteBehind:
+    """The journal lines of reads, written after their answers went out, in the order they were submitted, on one
+    thread that keeps its database connection (sagas.protocols.proxy.behind).
+
+    The thread writes while the proxy is quiet (no call in flight for QUIET_SECONDS), so a burst of reads is not
+    slowed by its own journal, which shares the interpreter with it; a line waits at most MAX_DELAY_SECONDS, and once
+    MAX_BACKLOG lines wait they are written at once. `drained()` waits until everything submitted so far is written:
+    a call journaled ahead waits for it before its own line, so a session's ledger keeps the order its calls were
+    sent in. `close()` writes what is queued, then stops: nothing is lost on a clean stop. A unit that fails is
+    logged (its read stays answered; only its journal line is missing)."""
+
+    QUIET_SECONDS = 0.005
+    MAX_DELAY_SECONDS = 1.0
+    MAX_BACKLOG = 100
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[_Behind | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="proxy-journal-behind", daemon=True)
+        self._lock = threading.Lock()
+        self._pending = 0  # units submitted and not yet written
+        self._urgent = 0  # drained() waiting, or closing: write without waiting for a quiet moment
+        self._in_flight = 0  # calls the proxy is answering now (the event loop's count; read here as a hint)
+        self._last_active = 0.0
+        self._started = self._closed = False
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Around a call on the event loop: the journal does not write behind while calls are being answered."""
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            self._last_active = time.monotonic()
+
+    def submit(self, unit: Callable[[], Any]) -> None:
+        self._start()
+        with self._lock:
+            self._pending += 1
+        self._work.put((unit, None, None, time.monotonic()))
+
+    async def drained(self) -> None:
+        """Return once every unit submitted before this call is written (at once when none is pending)."""
+        if not self._pending:
+            return
+        self._start()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        with self._lock:
+            self._urgent += 1
+        self._work.put((None, loop, future, 0.0))
+        await future
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._started or self._closed:
+                self._closed = True
+                return
+            self._closed = True
+            self._urgent += 1
+        self._work.put(None)
+        self._thread.join()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the proxy's journal is closed: the proxy is stopping")
+            if not self._started:
+                self._started = True
+                self._thread.start()
+
+    def _serve(self) -> None:
+        last_used = 0.0
+        try:
+            while (work := self._work.get()) is not None:
+                unit, loop, future, submitted = work
+                if unit is None:  # a drained() marker: everything before it is written
+                    with self._lock:
+                        self._urgent -= 1
+                    if loop is not None and future is not None:
+                        loop.call_soon_threadsafe(_settle, future, None, None)
+                    continue
+                self._wait_for_quiet(submitted + self.MAX_DELAY_SECONDS)
+                if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
+                    _drop_unusable_connections()
+                try:
+                    unit()
+                    last_used = time.monotonic()
+                except BaseException:
+                    logger.exception("a read's journal line could not be written (the read was answered)")
+                    last_used = 0.0
+                finally:
+                    with self._lock:
+                        self._pending -= 1
+        finally:
+            connections.close_all()
+
+    def _wait_for_quiet(self, deadline: float) -> None:
+        while not self._urgent and self._pending < self.MAX_BACKLOG:
+            now = time.monotonic()
+            quiet_for = now - self._last_active
+            if (not self._in_flight and quiet_for >= self.QUIET_SECONDS) or now >= deadline:
+                return
+            time.sleep(self.QUIET_SECONDS / 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,10 @@ from sagas.protocols.proxy.specs import ProxyConfig
 
 logger = logging.getLogger("sagas.protocols.proxy")
 CallPathFactory = Callable[[DownstreamManager, ProxyConfig], CallPath]
+# While a proxy runs, a thread that holds the interpreter (a journal thread writing a step) gives it up to the event
+# loop after at most this long once the loop's I/O is ready, instead of Python's default 5 ms: every proxied call
+# waits on the loop, and reads' journal lines are written on a thread while calls are answered.
+SWITCH_INTERVAL_SECONDS = 0.0005
 
 
 def forwarding(downstreams: DownstreamManager, config: ProxyConfig) -> CallPath:
@@ -49,12 +54,15 @@ class Proxy:
         for note in self.config.notes:
             logger.warning("%s: %s", self.config.path, note)
         tasks = getattr(self.call_path, "tasks", None)  # the durable path's MCP tasks run in the background
+        switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(switch_interval, SWITCH_INTERVAL_SECONDS))
         try:
             async with self.downstreams.running(), tasks.running() if tasks else contextlib.nullcontext():
                 yield
         finally:
             with anyio.CancelScope(shield=True):
                 await self.call_path.aclose()
+            sys.setswitchinterval(switch_interval)
 
 
 def build_proxy(

@@ -1,0 +1,101 @@
+"""Reads journaled behind their answers: the fast path of a tools/call of class `read` with gate `allow`.
+
+A read changes nothing, so its journal line need not be written before it is sent (write-ahead intent is for side
+effects). Such a call is still decided before it is sent, on what decides a read in `proxy_call_begin` (docs/proxy.md,
+"How a call is journaled"): the session must be active and no kill switch engaged for its tenant or saga, read in one
+short query (`may_read_now`) without a write. Then it is forwarded, answered, and its step (`proxy_call_begin` then
+`proxy_call_finish`, the same two operations and audit events as a write-ahead read) is written by the journal's
+write-behind thread (sagas.protocols.proxy.journal.WriteBehind).
+
+Every other call takes the write-ahead path, unchanged: a non-read or unknown class, any gate but `allow`, a tool
+whose pack declares a capture read, and every call while tenant policy is active (its decision is audited in the
+same transaction as the step, and may hold or refuse a read). So does a read the quick check does not clear (a
+session not active, a switch engaged): the write-ahead path then journals the refusal exactly as before.
+
+What this changes, and only for such reads: the step is written just after the answer went out, not before it was
+sent; a crash (not a clean stop) can lose the journal lines of reads answered in the moment before it; a read's
+forward carries no idempotency key (its step id does not exist yet when it is sent); and a kill switch engaged
+between the quick check and the write is recorded on the step (the write-behind `proxy_call_begin` refuses it) though
+the read had been sent before the switch, which the log says.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Q
+
+from governance.identity.principal import Principal
+from governance.models import KillSwitch
+from governance.policy import engine as governance_policy
+from sagas.models import Saga
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.proxied_facts import CallFacts, CallOutcome
+from sagas.states import SagaStatus
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+
+def may_read_now(tenant_id: str, saga_id: str) -> bool:
+    """Whether a read in this session would be forwarded by `proxy_call_begin` as policy stands now: no tenant policy
+    to evaluate (it is audited with the step, so with one the read is journaled ahead), the session active, no kill
+    switch engaged for its tenant or for it. False sends the call down the write-ahead path, which decides again
+    and journals why. Runs on a journal thread."""
+    if governance_policy.engine() is not None:
+        return False
+    if not Saga.objects.filter(pk=saga_id, tenant_id=tenant_id, status=SagaStatus.ACTIVE).exists():
+        return False
+    switched = KillSwitch.objects.filter(tenant_id=tenant_id).filter(Q(saga_id__isnull=True) | Q(saga_id=saga_id))
+    return not switched.exists()
+
+
+@dataclass(frozen=True)
+class ReadLine:
+    """Everything a read's step needs, gathered on the event loop when the answer came."""
+
+    principal: Principal
+    saga_id: str
+    call: CallFacts
+    arguments: dict[str, Any]
+    outcome: dict[str, Any]  # CallOutcome's fields but duration_ms
+    started: float
+    finished: float
+
+    def write(self) -> None:
+        """`proxy_call_begin` and `proxy_call_finish` of the read, as a write-ahead read records them (on the
+        write-behind thread)."""
+        begun = invoke(
+            OPERATIONS["proxy_call_begin"],
+            self.principal,
+            {"saga_id": self.saga_id, "call": self.call, "arguments": self.arguments},
+        )
+        if begun["outcome"] != "forward":
+            logger.warning(
+                "read %s on %s was sent and answered after its session's check, but its journal line was refused "
+                "(%s): the step says %s",
+                self.call.tool,
+                self.call.server,
+                begun.get("code") or begun.get("reason"),
+                begun["outcome"],
+            )
+            return
+        duration_ms = round((self.finished - self.started) * 1000, 3)
+        outcome = CallOutcome.model_validate({**self.outcome, "duration_ms": duration_ms})
+        invoke(
+            OPERATIONS["proxy_call_finish"],
+            self.principal,
+            {
+                "saga_id": begun["saga_id"],
+                "step_id": begun["step_id"],
+                "fence": int(begun["fence"]),
+                "outcome": outcome,
+            },
+        )
+
+
+def now() -> float:
+    return time.monotonic()
