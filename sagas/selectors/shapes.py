@@ -154,9 +154,7 @@ def saga_to_dict(saga: Saga, *, read_just_now: bool = False) -> dict[str, Any]:
     has_steps = not read_just_now or saga.next_sequence > 1
     has_nodes = not read_just_now or saga.next_position > 1
     out["steps"] = [step_to_dict(s) for s in saga.steps.order_by("sequence")] if has_steps else []
-    nodes = (
-        list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position")) if has_nodes else []
-    )
+    nodes = list(saga.nodes.prefetch_related("approvals", "dependency_links").order_by("position")) if has_nodes else []
     checkpoints = list(saga.checkpoints.order_by("created_at"))
     if nodes or checkpoints:
         contexts = waiting_contexts(nodes)
