@@ -16,6 +16,7 @@ from governance.policy import engine as governance_policy
 from governance.policy.facts import Decision, PolicyInput
 from registry.errors import RegistryError
 from registry.selectors import action_get
+from registry.semantics import reversibility_of, risk_of
 from sagas.coordinator import gates
 from sagas.coordinator._actions import Pinned
 from sagas.coordinator._tx import Tx
@@ -45,12 +46,12 @@ def pinned_of(node: Node) -> Pinned | None:
 def _risk_units(tx: Tx) -> int:
     """Risk units the saga holds: every planned node and every immediate step, by its contract's risk."""
     risks: list[str] = [
-        str(snapshot.get("semantic", {}).get("risk", "low"))
+        risk_of((snapshot.get("semantic") or {}).get("risk"))
         for snapshot in Step.objects.filter(saga=tx.saga, node__isnull=True).values_list("action_definition", flat=True)
     ]
     for node in Node.objects.filter(saga=tx.saga).only("action", "action_version"):
         pinned = pinned_of(node)
-        risks.append(str(_semantic(pinned).get("risk", "low")))
+        risks.append(risk_of(_semantic(pinned).get("risk")))
     return sum(governance_policy.risk_units(risk) for risk in risks)
 
 
@@ -69,8 +70,8 @@ def facts(tx: Tx, phase: str, pinned: Pinned | None, requested_parallel: int = 0
         domain=str(semantic.get("domain", "")),
         operation=str(semantic.get("operation", "")),
         resource=str(semantic.get("resource", "")),
-        risk=str(semantic.get("risk", "low")),
-        reversibility=str(semantic.get("reversibility", "unknown")),
+        risk=risk_of(semantic.get("risk")),  # none declared is unknown, as semantic-saga-mcp reads it
+        reversibility=reversibility_of(semantic.get("reversibility")),
         saga_steps=Step.objects.filter(saga=tx.saga).count(),
         saga_planned_nodes=Node.objects.filter(saga=tx.saga).count(),
         saga_risk_units=_risk_units(tx),

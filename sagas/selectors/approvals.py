@@ -25,6 +25,7 @@ from audit.canonical import sha256_hex
 from audit.models import AuditEvent, EventType
 from governance.identity.principal import Principal
 from registry.models import ActionDefinition
+from registry.semantics import reversibility_of, risk_of
 from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.models import Approval, Node
 from sagas.states import ApprovalStatus, NodeStatus
@@ -170,14 +171,14 @@ def _context(
 ) -> ApprovalContext:
     node = approval.node
     semantic = dict((contract or {}).get("semantic") or {})
-    reversibility = str(semantic.get("reversibility", "unknown"))
+    reversibility = reversibility_of(semantic.get("reversibility"))  # semantic-saga-mcp's words read as ours
     call = _compensation_call(contract)
     required_by, rules, because = _requirement(approval, node, contract, first_reasons.get(node.id))
     return ApprovalContext(
         approval=approval,
         node=node,
         fields=tuple(_field(name, value) for name, value in (node.input or {}).items()),
-        risk=str(semantic.get("risk", "unknown")) if contract else "unknown",
+        risk=risk_of(semantic.get("risk")) if contract else "unknown",
         reversibility=reversibility,
         compensation=call,
         consequence=_consequence(reversibility, call, contract is not None),

@@ -152,3 +152,19 @@ def test_a_service_principal_cannot_approve_high_risk_under_the_seed_policy(sett
     with pytest.raises(SagaError) as caught:
         coordinator.node_approve(actor=agent, saga_id=saga.id, node_id=node.id)
     assert "High-risk approvals require a human principal" in str(caught.value)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_contract_that_declares_no_risk_is_decided_at_unknown_risk(settings: Any, operator: Principal):
+    # given the seed's action with its risk left out (the seed reads a missing risk as unknown, not as low)
+    settings.SAGA_POLICY_MODE = "json"
+    settings.SAGA_POLICY_FILE = str(POLICY)
+    document = json.loads(REGISTRY.read_text())
+    del document["actions"][0]["semantic"]["risk"]
+    action_register(document["actions"][0])
+    saga = coordinator.saga_begin(actor=operator)
+    # when it is planned
+    coordinator.node_plan(actor=operator, saga_id=saga.id, action="create_service_record", input={"name": "x"})
+    # then policy saw unknown risk
+    decision = AuditEvent.objects.filter(saga_id=saga.id, event_type="POLICY_DECISION").get().data
+    assert decision["risk"] == "unknown"
