@@ -151,7 +151,8 @@ SAGA_ACTIONS_FILE: str = env.str("SAGA_ACTIONS_FILE", default="")
 SAGA_FILE_ROOT: str = env.str(
     "SAGA_FILE_ROOT", default=str(home.default_file_root(BASE_DIR, SAGA_HOME, uses_home=SAGA_USES_HOME))
 )
-# PostgreSQL: a coordinator transaction's row writes travel with its next read and its COMMIT (audit.write_behind).
+# PostgreSQL: a coordinator transaction's row writes travel with its next read, the last ones just before its COMMIT
+# (sagas.coordinator.sql.pipeline).
 SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # A node lease lasts this long without a heartbeat; shorter finds dead workers sooner, longer tolerates GC pauses.
 # Seconds, fractions allowed (semantic-saga-mcp's --lease-seconds is a float); at least MIN_LEASE_SECONDS.
