@@ -15,13 +15,13 @@ from typing import Any
 import anyio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from mcp.server.stdio import stdio_server
 
 from governance.identity.principal import local_agent
 from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.proxy.catalog import NameCollision
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
 from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
-from sagas.protocols.proxy.stdio_transport import proxy_stdio_server
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -56,5 +56,5 @@ class Command(BaseCommand):
 
     @staticmethod
     async def _serve(proxy: Proxy) -> None:
-        async with proxy.running(), proxy_stdio_server() as (read_stream, write_stream):
+        async with proxy.running(), stdio_server() as (read_stream, write_stream):
             await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())

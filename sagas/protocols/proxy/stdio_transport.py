@@ -6,21 +6,16 @@ error for the request it answers; an oversized message that names no request is 
 Shutdown follows the MCP lifecycle for stdio: close the server's stdin, give it a moment to exit, then end its
 whole process group (the SDK's `terminate_posix_process_tree`), every wait bounded and shielded, so a cancelled
 proxy never leaks a server process.
-
-`proxy_stdio_server` is the other side: the proxy's own stdio server for its client, without the SDK's thread hops.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import os
-import stat
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 import mcp_types as types
@@ -28,7 +23,6 @@ from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
-from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
 from sagas.protocols.proxy.result_cap import LineCap, Oversized, synthesized_answer
@@ -139,85 +133,3 @@ async def _exited(process: Process, seconds: float) -> bool:
             await anyio.sleep(0.02)
         return True
     return False
-
-
-# The longest line the proxy's own stdio server reads from its client (a request's arguments); the SDK's has none.
-CLIENT_LINE_LIMIT = 256 * 1024 * 1024
-
-
-@contextlib.asynccontextmanager
-async def proxy_stdio_server() -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's `stdio_server`, reading and writing the client's pipes on the event loop. The SDK's own reads
-    stdin and writes stdout through worker threads (anyio.wrap_file): three thread hops per request, each waiting
-    for the interpreter and the scheduler. When stdin and stdout are pipes or sockets (how an MCP client starts a
-    stdio server), they are moved to private descriptors read and written by asyncio, and fd 0 and 1 point at the
-    null device and stderr meanwhile (as the SDK does, so stray output misses the wire), restored on exit; a
-    terminal or a file falls back to the SDK's transport."""
-    if not (_is_pipe(0) and _is_pipe(1)):
-        async with stdio_server() as streams:
-            yield streams
-        return
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=CLIENT_LINE_LIMIT)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(os.dup(saved_in), "rb", buffering=0)
-    )
-    write_transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(os.dup(saved_out), "wb", buffering=0)
-    )
-    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)
-    os.close(null)
-    try:
-        async with stdio_server(stdin=_Lines(reader), stdout=_Writer(writer)) as streams:  # type: ignore[arg-type]
-            yield streams
-    finally:
-        read_transport.close()
-        write_transport.close()
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
-        for fd in (0, 1):
-            with contextlib.suppress(OSError):
-                os.set_blocking(fd, True)  # asyncio set the shared descriptions non-blocking
-
-
-def _is_pipe(fd: int) -> bool:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
-class _Lines:
-    """What the SDK's stdio_server reads: an async iterator of text lines (undecodable bytes replaced, as the SDK's)."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-
-    def __aiter__(self) -> _Lines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self.reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-
-class _Writer:
-    """What the SDK's stdio_server writes to: write a line, then flush (wait until the pipe takes it)."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self.writer = writer
-
-    async def write(self, text: str) -> None:
-        self.writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
-        await self.writer.drain()
