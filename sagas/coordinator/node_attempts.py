@@ -29,6 +29,7 @@ from sagas.coordinator._attempts import Claim, apply_failure_mode, new_step, per
 from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._ready_queries import executing_count, pinned_contract_row, ready_within_capacity
 from sagas.coordinator._record_groups import record_grouped
+from sagas.coordinator._run_changes import RUN_CHANGES
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.coordinator.fan_out import NUDGE_IN_FLIGHT_SECONDS, LocalClaims
@@ -259,6 +260,7 @@ def _record(claim: Claim, outcome: executor.Outcome) -> Claim | None:
     try:
         # Shared with outcomes of the same saga finishing meanwhile on this process's threads (group commit).
         _, chained = record_grouped(claim, outcome, partial(_follow_up, local=local), local.release)
+        RUN_CHANGES.changed(claim.saga_id)  # committed: a run_ready_steps waiting in this process looks again
         local.launch(_run_claim)  # committed (locked_saga is durable): the claims exist, so they run
     finally:
         local.release()  # a rolled-back commit's claims never existed: their threads are free again

@@ -19,6 +19,7 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _policy
+from sagas.coordinator._run_changes import RUN_CHANGES
 from sagas.coordinator._tx import Refusal, locked_saga
 from sagas.coordinator.node_attempts import dispatch_ready
 from sagas.coordinator.previews import dry_run_nodes
@@ -145,14 +146,19 @@ def saga_run_stop(*, actor: Principal, saga_id: object) -> RunReport:
 
 def _wait_and_report(saga_id: uuid.UUID, max_steps: int, deadline: float) -> RunReport:
     pause = POLL_START_SECONDS
-    while True:
-        report = run_report(saga_id, max_steps)
-        if report.settled or time.monotonic() >= deadline:
-            if not report.settled:
-                report.stopped_because = "wait_timeout"
-            return report
-        time.sleep(pause)
-        pause = min(pause * 2, POLL_MAX_SECONDS)
+    seen = RUN_CHANGES.watch(saga_id)
+    try:
+        while True:
+            report = run_report(saga_id, max_steps)
+            if report.settled or time.monotonic() >= deadline:
+                if not report.settled:
+                    report.stopped_because = "wait_timeout"
+                return report
+            # Woken by an outcome recorded in this process; the back-off poll covers other processes' workers.
+            seen = RUN_CHANGES.wait(saga_id, seen, min(pause, max(deadline - time.monotonic(), 0.0)))
+            pause = min(pause * 2, POLL_MAX_SECONDS)
+    finally:
+        RUN_CHANGES.unwatch(saga_id)
 
 
 def run_report(saga_id: uuid.UUID, max_steps: int) -> RunReport:
