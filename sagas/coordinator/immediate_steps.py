@@ -53,7 +53,7 @@ def saga_step_execute(
         waiting = (Step.objects.get(pk=first.step_id).error or {}).get("next_attempt_in_seconds", 0)
         time.sleep(min(float(waiting), IMMEDIATE_MAX_BACKOFF_WAIT_SECONDS))
         claim = _reclaim(claim)
-    step = Step.objects.get(pk=first.step_id)
+    step = Step.objects.select_related("saga").get(pk=first.step_id)  # answers carry the saga's status too
     if step.status == StepStatus.COMPLETED:
         return step
     return _raise_step_failure(step, first.saga_id)
