@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import models, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from audit import chain, telemetry
@@ -209,7 +209,7 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
     if parsed is None:
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
-    with _durable() as send_queued:
+    with _durable() as commit:
         saga, extra = statements.lock_saga(parsed, actor.tenant_id, also=also)
         if saga is None:
             raise saga_not_found(saga_id)
@@ -220,7 +220,7 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
         except Refusal as refusal:
             refused = refusal.error
         tx.flush()
-        send_queued()
+        commit()
     if refused is not None:
         raise refused
 
@@ -228,12 +228,12 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
 @contextmanager
 def _durable() -> Iterator[Callable[[], None]]:
     """`transaction.atomic(durable=True)` whose row writes are queued and sent with the next read, the last ones
-    just before COMMIT (sagas.coordinator.sql.pipeline, on PostgreSQL). Yields `send_queued`, to call as the
-    block's last statement; a compare-and-set that found its row changed fails the transaction there (or at the
-    read) as StaleState, and the atomic block rolls it back."""
+    with COMMIT (sagas.coordinator.sql.pipeline, on PostgreSQL). Yields `commit`, to call as the block's last
+    statement; a compare-and-set that found its row changed fails the transaction there (or at the read) as
+    StaleState."""
     try:
         with transaction.atomic(durable=True), pipeline.write_behind() as queue:
-            yield queue.finish if queue else _nothing
+            yield (lambda: queue.finish(commit=pipeline.outermost(connection))) if queue else _nothing
     except pipeline.StaleWrite as stale:
         raise StaleState(message=str(stale)) from None
 
@@ -245,12 +245,12 @@ def _nothing() -> None:
 @contextmanager
 def new_saga_tx(saga: Saga, actor: Principal) -> Iterator[Tx]:
     """The transaction that creates a saga (nothing to lock yet, nothing to refuse)."""
-    with _durable() as send_queued:
+    with _durable() as commit:
         statements.insert_saga(saga)
         tx = Tx(saga, actor)
         yield tx
         tx.flush()
-        send_queued()
+        commit()
 
 
 @contextmanager
@@ -259,7 +259,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
     process holds is skipped (None) rather than waited for: PostgreSQL FOR NO KEY UPDATE SKIP LOCKED."""
     from governance.identity.principal import system_principal
 
-    with _durable() as send_queued:
+    with _durable() as commit:
         saga, _ = statements.lock_saga(saga_id, None, skip_locked=skip_locked)
         if saga is None:
             yield None
@@ -267,4 +267,4 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
         tx = Tx(saga, system_principal(saga.tenant_id))
         yield tx
         tx.flush()
-        send_queued()
+        commit()
