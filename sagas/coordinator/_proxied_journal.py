@@ -43,11 +43,12 @@ def refuse(
     facts: dict[str, Any],
     audit: dict[str, Any],
     node: Node | None = None,
+    **named: Any,
 ) -> Begun:
     """Journal a call that is not sent: a REFUSED step (linked to its held node, if any). Audit STEP_REFUSED with
-    `audit` (payload-free); `facts` are what the agent is told."""
+    `audit` (payload-free); `facts` are what the agent is told; `named` may give the step's id."""
     error = {"code": code, "message": reason, "uncertain": False, "sent": False}
-    step = journal_step(tx, pinned, arguments, node, status=StepStatus.REFUSED, attempts=0, error=error)
+    step = journal_step(tx, pinned, arguments, node, status=StepStatus.REFUSED, attempts=0, error=error, **named)
     if node is not None:
         tx.update(node, step=step)
     tx.record(E.STEP_REFUSED, step=step, status=StepStatus.REFUSED, data={"code": code, **audit})

@@ -61,20 +61,28 @@ def proxy_session_open(*, actor: Principal, session: SessionFacts, preview: bool
     return begin(actor=actor, metadata=metadata, preview=preview, kind=SagaKind.PROXY_SESSION)
 
 
-def proxied_call_begin(*, actor: Principal, saga_id: object, call: CallFacts, arguments: dict[str, Any]) -> Begun:
+def proxied_call_begin(
+    *,
+    actor: Principal,
+    saga_id: object,
+    call: CallFacts,
+    arguments: dict[str, Any],
+    step_id: uuid.UUID | None = None,
+) -> Begun:
     """Journal one proxied call and decide what happens to it (the table in the module docstring).
 
     `call` holds the downstream tool's facts the proxy computed (sagas.proxied_facts). A call held on an open
     request (`held_as="request"`) is leased to this process, which keeps the lease alive while it waits: if the
     process dies, the sweep withdraws the call (held_calls.held_call_abandon).
     Errors: PROXY_SESSION_NOT_ACTIVE (the session was committed, rolled back or waits for an operator),
-    PROXIED_CONTRACT_INVALID, INVALID_INPUT, HELD_CALLS_LIMIT (held_calls).
+    PROXIED_CONTRACT_INVALID, INVALID_INPUT, HELD_CALLS_LIMIT (held_calls). `step_id`, when the proxy chose it
+    before sending (a read journaled behind its answer, which carried it as idempotency key), names the new step.
     """
     authorize(actor, EXECUTE, "execute")
     pinned = snapshot(call)
     with locked_saga(saga_id, actor) as tx:
         _require_live_session(tx)
-        begun = _decide(tx, pinned, call, arguments)
+        begun = _decide(tx, pinned, call, arguments, {"id": step_id} if step_id else {})
     if begun.outcome == "forward":
         KEPT_LEASES[uuid.UUID(begun.step_id)] = keep_alive(LeaseRef(Step, uuid.UUID(begun.step_id), begun.fence))
     elif begun.outcome == "held" and call.held_as == "request":
@@ -82,10 +90,11 @@ def proxied_call_begin(*, actor: Principal, saga_id: object, call: CallFacts, ar
     return begun
 
 
-def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any]) -> Begun:
+def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any], named: dict[str, Any]) -> Begun:
     told, audit = call.gate_facts(), call.audit_facts()
     if stop := _policy.kill_switch_stop(tx, f"calling {call.tool} on {call.server}"):
-        return refuse(tx, pinned, arguments, code="KILL_SWITCH_ENGAGED", reason=stop.message, facts=told, audit=audit)
+        code, reason = "KILL_SWITCH_ENGAGED", stop.message
+        return refuse(tx, pinned, arguments, code=code, reason=reason, facts=told, audit=audit, **named)
     if tx.saga.preview and call.effect_class != "read":
         return _dry(tx, pinned, arguments, call)
     if call.gate in ("block", "hide"):
@@ -101,7 +110,8 @@ def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any]) 
     if call.gate == "confirm" or decision.effect == "require_approval":
         source = "proxy:" + (call.gate_source if call.gate == "confirm" else "policy")
         return hold(tx, pinned, arguments, call, requested_by=source)
-    step = new_step(tx, pinned, arguments, None, 1, lease_owner=worker_id(), lease_expires_at=lease_deadline())
+    lease = {"lease_owner": worker_id(), "lease_expires_at": lease_deadline(), **named}
+    step = new_step(tx, pinned, arguments, None, 1, **lease)
     tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
     return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
 

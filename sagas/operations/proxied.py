@@ -7,6 +7,7 @@ coordinator (sagas.coordinator.proxied_calls and held_calls); docs/proxy.md, "Ho
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from typing import Any
 
 from pydantic import Field
@@ -38,6 +39,11 @@ class CallBeginArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     call: CallFacts = Field(description=CALL)
     arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
+    step_id: uuid.UUID | None = Field(
+        default=None,
+        description="The step's id when the proxy chose it before sending (a read journaled behind its answer "
+        "carried it as its idempotency key); otherwise a new one.",
+    )
 
 
 class HeldCallArgs(CallBeginArgs):
@@ -87,7 +93,9 @@ def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
 
 
 def call_begin(actor: Principal, a: CallBeginArgs) -> dict[str, Any]:
-    begun = coordinator.proxied_call_begin(actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments)
+    begun = coordinator.proxied_call_begin(
+        actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id
+    )
     return dataclasses.asdict(begun)
 
 

@@ -68,10 +68,12 @@ def test_reads_are_written_after_their_answers_in_order_and_all_there_after_a_cl
     assert all(s.status == "COMPLETED" for s in steps)
     assert all(s.action_definition["proxy"]["class"] == "read" for s in steps if s.action != WRITE)
     assert steps[0].result["size_bytes"] > 0 and steps[0].result["duration_ms"] >= 0
-    # the write carried its step id, written before it was sent; a read behind its answer carries no key
+    # the write carried its step id, written before it was sent; a read behind its answer carried the id its step
+    # was then written under
     write = steps[1]
     assert [c["idempotency_key"] for c in calls if c["tool"] == "create_contact"] == [str(write.id)]
-    assert [c["idempotency_key"] for c in calls if c["tool"] == "list_contacts"] == [None, None, None]
+    reads = [str(s.id) for s in steps if s.action == READ]
+    assert [c["idempotency_key"] for c in calls if c["tool"] == "list_contacts"] == reads
     started = AuditEvent.objects.get(step_id=str(write.id), event_type="STEP_STARTED")
     completed = AuditEvent.objects.get(step_id=str(write.id), event_type="STEP_COMPLETED")
     assert started.sequence < completed.sequence

@@ -13,8 +13,9 @@ same transaction as the step, and may hold or refuse a read). So does a read the
 session not active, a switch engaged): the write-ahead path then journals the refusal exactly as before.
 
 What this changes, and only for such reads: the step is written just after the answer went out, not before it was
-sent; a crash (not a clean stop) can lose the journal lines of reads answered in the moment before it; a read's
-forward carries no idempotency key (its step id does not exist yet when it is sent); and a kill switch engaged
+sent; a crash (not a clean stop) can lose the journal lines of reads answered in the moment before it (the step id
+a read carries as its idempotency key is chosen before it is sent, and its step is written under that id); and a
+kill switch engaged
 between the quick check and the write is recorded on the step (the write-behind `proxy_call_begin` refuses it) though
 the read had been sent before the switch, which the log says.
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +61,7 @@ class ReadLine:
 
     principal: Principal
     saga_id: str
+    step_id: str  # chosen before the read was sent, which carried it as its idempotency key
     call: CallFacts
     arguments: dict[str, Any]
     outcome: dict[str, Any]  # CallOutcome's fields but duration_ms
@@ -71,7 +74,12 @@ class ReadLine:
         begun = invoke(
             OPERATIONS["proxy_call_begin"],
             self.principal,
-            {"saga_id": self.saga_id, "call": self.call, "arguments": self.arguments},
+            {
+                "saga_id": self.saga_id,
+                "call": self.call,
+                "arguments": self.arguments,
+                "step_id": uuid.UUID(self.step_id),
+            },
         )
         if begun["outcome"] != "forward":
             logger.warning(

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,11 +155,14 @@ class DurableCallPath:
         if not await self.journal.run(check):
             return None
 
+        step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
+
         async def record(started: float, outcome: dict[str, Any]) -> None:
-            line = ReadLine(request.principal, session.saga_id, facts, request.arguments, outcome, started, now())
+            principal, arguments = request.principal, request.arguments
+            line = ReadLine(principal, session.saga_id, step_id, facts, arguments, outcome, started, now())
             self.behind.submit(line.write)
 
-        return await self.forwarder.forward(request, {}, record)
+        return await self.forwarder.forward(request, {"step_id": step_id}, record)
 
     def _forget(self, session: Session) -> None:
         for key in [key for key, kept in self.sessions.items() if kept is session]:

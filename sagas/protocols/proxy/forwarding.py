@@ -63,7 +63,7 @@ class Forwarder:
     ) -> types.CallToolResult:
         """Send the call (after the pack's capture read, if any) and record its outcome: by default with
         proxy_call_finish on the step `begun` names, which is also the forward's idempotency key; a read journaled
-        behind its answer (sagas.protocols.proxy.behind) has no step yet, so no key, and its own `recorder`."""
+        behind its answer (sagas.protocols.proxy.behind) gives the id its step will have, and its own `recorder`."""
         record: Recorder = recorder or functools.partial(self.record, request.principal, begun)
         meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]} if "step_id" in begun else request.meta
         started = time.monotonic()
