@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench import common
 from bench.common import Child, Children, free_port, median, progress, saga_env
-from bench.mcp_roundtrip import PRINCIPAL, TOKEN, wait_ready
+from bench.mcp_roundtrip import PRINCIPAL, TOKEN, _call, wait_ready
 
 ERAS = {"legacy": ("legacy", "2025-11-25"), "modern": ("auto", "2026-07-28")}
 DATABASES = ("sqlite", "postgresql")
@@ -114,14 +114,6 @@ def start_all(children: Children) -> Servers:
 
 
 # --- the workloads ---------------------------------------------------------------------------------------------------
-
-
-async def _call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    if result.is_error:
-        text = result.content[0].text if result.content else result  # type: ignore[union-attr]
-        raise RuntimeError(f"MCP tool {tool} failed: {text}")
-    return dict(result.structured_content or {})
 
 
 def _text_file() -> dict[str, Any]:

@@ -10,14 +10,7 @@ from typing import Any
 import pytest
 
 from registry.actions import InvocationContext, invoke_forward
-
-DEFINITION: dict[str, Any] = {
-    "id": "create_text_file",
-    "version": "1.0.0",
-    "kind": "builtin",
-    "forward": {"builtin": "create_text_file"},
-    "compensation": {"builtin": "create_text_file.undo"},
-}
+from tests.registry.test_create_text_file import DEFINITION
 
 
 def _create(step_id: str) -> None:
