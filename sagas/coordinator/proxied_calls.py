@@ -92,7 +92,9 @@ def proxied_call_begin(
 
 def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any], named: dict[str, Any]) -> Begun:
     told, audit = call.gate_facts(), call.audit_facts()
-    if stop := _policy.kill_switch_stop(tx, f"calling {call.tool} on {call.server}"):
+    # A read journaled behind its answer (`named`: its step id chosen before sending) was checked against the kill
+    # switch before it was sent; a switch engaged since stops the calls after it, and this step says what happened.
+    if not named and (stop := _policy.kill_switch_stop(tx, f"calling {call.tool} on {call.server}")):
         code, reason = "KILL_SWITCH_ENGAGED", stop.message
         return refuse(tx, pinned, arguments, code=code, reason=reason, facts=told, audit=audit, **named)
     if tx.saga.preview and call.effect_class != "read":

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -216,3 +217,18 @@ def test_a_tenant_budget_refuses_a_proxied_call_as_it_does_a_registered_action(u
     assert first.outcome == "forward"
     coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=answered())
     assert second.outcome == "refused" and second.code == "POLICY_DENIED" and "max_steps_per_saga" in second.reason
+
+
+def test_a_read_sent_before_a_kill_switch_is_journaled_as_it_happened_and_the_next_call_is_refused():
+    # given a read the proxy checked and sent with the step id it chose (journaled behind its answer)
+    session = coordinator.proxy_session_open(actor=ADMIN, session=session_facts())
+    sent_id = uuid.uuid4()
+    # when a kill switch is engaged before its journal line is written
+    kill_switch_engage(actor=ADMIN, reason="incident 43")
+    behind = coordinator.proxied_call_begin(
+        actor=ADMIN, saga_id=session.id, call=call_facts("list_items"), arguments={}, step_id=sent_id
+    )
+    ahead = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call_facts("list_items"), arguments={})
+    # then the sent read's step says it went out, under the id it carried; a call after the switch is refused
+    assert (behind.outcome, behind.step_id) == ("forward", str(sent_id))
+    assert (ahead.outcome, ahead.code) == ("refused", "KILL_SWITCH_ENGAGED")

@@ -15,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from sagas.models import Step
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import Agent, text
 from tests.proxy.harness import DEMO, ROOT, TINY, config_file, stdio
@@ -110,3 +111,33 @@ def test_preview_forwards_reads_and_records_the_rest_dry(tmp_path: Path):
 
     assert refusal.startswith("PREVIEW: create_contact was recorded, NOT executed")
     assert calls == ["get_contact"]  # the read ran; create_contact never reached the world
+
+
+def _rpc(proxy: subprocess.Popen[str], request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    assert proxy.stdin is not None and proxy.stdout is not None
+    proxy.stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}) + "\n")
+    proxy.stdin.flush()
+    while True:
+        answer = json.loads(proxy.stdout.readline())
+        if answer.get("id") == request_id:
+            return dict(answer)
+
+
+def test_sigterm_stops_the_stdio_proxy_with_every_read_in_the_ledger(tmp_path: Path):
+    # given a stdio proxy whose reads are journaled behind their answers, and a client that made five reads
+    config = config_file(tmp_path, {"demo": stdio(DEMO)})
+    proxy = subprocess.Popen(
+        _command(config), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(), cwd=str(ROOT)
+    )
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    _rpc(proxy, 1, "initialize", hello)
+    assert proxy.stdin is not None
+    proxy.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    for request_id in range(2, 7):
+        answer = _rpc(proxy, request_id, "tools/call", {"name": "list_contacts", "arguments": {}})
+        assert not answer["result"].get("isError"), answer
+    # when its supervisor stops it with SIGTERM, stdin still open
+    proxy.terminate()
+    proxy.wait(timeout=60)
+    # then every read is in the ledger (none was lost with the process)
+    assert Step.objects.filter(action="proxy.demo.list_contacts", status="COMPLETED").count() == 5

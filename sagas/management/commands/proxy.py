@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import signal
+import threading
 from typing import Any
 
 import anyio
@@ -49,6 +52,7 @@ class Command(BaseCommand):
         config = dataclasses.replace(config, served_over="stdio", preview=config.preview or options["preview"])
         principal = local_agent(protocol="mcp-proxy-stdio", tenant_id=settings.SAGA_DEFAULT_TENANT)
         proxy = build_proxy(config, lambda: principal, call_path=journaled)
+        signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
         try:
             anyio.run(self._serve, proxy)
         except NameCollision as collision:
@@ -58,3 +62,18 @@ class Command(BaseCommand):
     async def _serve(proxy: Proxy) -> None:
         async with proxy.running(), stdio_server() as (read_stream, write_stream):
             await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())
+
+
+# How long a stopping proxy may take to shut down before it exits anyway: its shutdown (the reads' journal lines
+# queued behind their answers first) takes well under this; what can outlast it is the SDK's reader of stdin, which
+# waits for a line a client that sent SIGTERM may never send or close.
+STOP_GRACE_SECONDS = 10.0
+
+
+def _stop_as_on_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM, as supervisors and clients stop a child: shut down as on Ctrl-C (journal, leases, downstreams), not
+    vanish with the reads' lines still queued; then exit even if stdin is still open."""
+    deadline = threading.Timer(STOP_GRACE_SECONDS, os._exit, args=(128 + signum,))
+    deadline.daemon = True  # a shutdown that finishes sooner exits sooner
+    deadline.start()
+    raise KeyboardInterrupt
