@@ -207,3 +207,20 @@ def test_pack_without_capture_no_longer_declares_what_needs_one():
     assert [
         name for name in ("create_contact", "update_contact", "delete_contact") if packs.inverse_for("d", name)
     ] == ["create_contact"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "annotations"),
+    [
+        ("cancel_order", {"readOnlyHint": True}),
+        ("refund_payment", {"readOnlyHint": True}),
+        ("find_and_replace", {}),
+        ("approve_request", {"readOnlyHint": True}),
+        ("deploy_service", {}),
+    ],
+)
+def test_a_tool_whose_name_holds_a_mutating_verb_is_never_read(tool: str, annotations: dict[str, Any]):
+    # given a name with a verb that changes the world (anywhere in it), however the server annotates it
+    classification = classify(tool, "s", annotations, [], False)
+    # then it is not a read, so it is never journaled behind its answer (write-ahead holds)
+    assert classification.effect_class != "read"
