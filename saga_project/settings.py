@@ -136,9 +136,10 @@ else:
     # The connection pool (SAGA_DB_POOL_*), or PgBouncer transaction mode (SAGA_PGBOUNCER): saga_project.database.
     configure_postgresql(_db, env)
 
-# create_text_file's files and ownership records are as durable as the journal that records them: flushed to disk
-# (fsync) where a commit is (PostgreSQL), left to the OS where a commit survives the process but not a power loss
-# (SQLite in WAL with synchronous=NORMAL). A power loss then loses both alike, never one without the other.
+# create_text_file's files and ownership records are flushed to disk (fsync) where the journal's commits are
+# (PostgreSQL), and left to the OS where a commit survives the process but not a power loss (SQLite in WAL with
+# synchronous=NORMAL). After a power loss the two may then disagree; the undo refuses rather than guesses
+# (docs/configuration.md, SAGA_FILE_FSYNC).
 SAGA_FILE_FSYNC: bool = env.bool("SAGA_FILE_FSYNC", default=_db["ENGINE"] != "django.db.backends.sqlite3")
 
 # --- saga engine ------------------------------------------------------------------------------------------------
