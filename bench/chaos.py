@@ -253,13 +253,16 @@ def report(
     deliveries = sink.snapshot()
     fenced, audited, unconfirmed = chaos_check.fenced_writes(injector.faults.pauses)
     chains, chain_violations = chaos_check.audit_chains()
+    proxy_kills = sum(injector.faults.counts.get(kind, 0) for kind in PROXY_KINDS)
+    lost_reads: list[str] = []
+    downstream = chaos_check.effects(chaos_check.downstream_arrivals(calls), True, lost_reads if proxy_kills else None)
     violations: dict[str, list[str]] = {
         "step completed twice (continuous)": continuous.twice,
         f"expired lease not made visible within {OVERDUE_GRACE_SECONDS:.0f}s (continuous)": continuous.overdue,
         "step completed twice": chaos_check.duplicates_now(),
         "not terminal / stuck": chaos_check.settled(),
         "sink effects": chaos_check.effects(chaos_check.sink_arrivals(deliveries), proxied=False),
-        "downstream MCP calls": chaos_check.effects(chaos_check.downstream_arrivals(calls), proxied=True),
+        "downstream MCP calls": downstream,
         "held call whose proxy was killed not withdrawn": chaos_check.held_calls(injector.faults.held_kills, calls),
         "late write of a fenced-off attempt applied": chaos_check.late_writes(),
         "audit chain": chain_violations,
@@ -286,6 +289,7 @@ def report(
         "fault_errors": injector.faults.errors[:50],
         "sink_deliveries": len(deliveries),
         "downstream_calls": len(calls),
+        "reads_unjournaled_after_proxy_kill": len(lost_reads),
         "conflicting_bodies": {
             k: [b.decode(errors="replace") for b in v] for k, v in sink.bodies.items() if len(v) > 1
         },
@@ -328,6 +332,7 @@ def table(result: dict[str, Any]) -> str:
         *((f"  {kind}", str(n)) for kind, n in result["faults"].items()),
         ("exited on their own, restarted", _exits(result["exits_on_their_own"])),
         ("sink requests / downstream MCP calls", f"{result['sink_deliveries']} / {result['downstream_calls']}"),
+        ("  reads answered, journal line lost with a killed proxy", str(result["reads_unjournaled_after_proxy_kill"])),
         ("frozen workers' attempts fenced off", str(result["fenced_attempts"])),
         ("  late write refused + audited", str(result["fenced_refusals_audited"])),
         ("  never written (worker lost first)", str(len(result["fenced_unconfirmed"]))),

@@ -10,11 +10,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from bench.chaos_downstream import TOOLS
 from bench.chaos_faults import Pause
 from bench.chaos_sink import Delivery
 
 PROXIED = "proxy."  # the action id of a proxied call's step: proxy.<server>.<tool>
 TERMINAL = {"COMMITTED", "ROLLED_BACK", "ROLLBACK_FAILED", "RECOVERY_REQUIRED"}
+# The downstream's reads: the proxy journals them behind their answers (docs/proxy.md), so a kill can lose their steps.
+READ_TOOLS = {t.name for t in TOOLS if t.annotations is not None and t.annotations.read_only_hint}
 AFTER_COMPLETION = {"COMPLETED", "COMPENSATING", "COMPENSATED", "COMPENSATION_FAILED"}
 
 
@@ -144,12 +147,15 @@ def downstream_arrivals(calls: list[dict[str, Any]]) -> list[Arrival]:
     return [Arrival(str(c["key"]), repr(sorted(c["args"].items())), True, str(c["tool"])) for c in calls]
 
 
-def effects(arrivals: list[Arrival], proxied: bool) -> list[str]:
+def effects(arrivals: list[Arrival], proxied: bool, lost_reads: list[str] | None = None) -> list[str]:
     """The world's record against the journal, for the REST-driven steps (the sink) or the proxied calls (the
-    downstream MCP server): each key carried one request; a forward key arrived at most `forward.max_attempts`
-    times of the step's pinned snapshot (1 for a proxied call: never re-sent), a rollback key at most
-    `compensation.max_attempts` per rollback run; every success the world answered is COMPLETED, compensating,
-    compensated or visibly uncertain (never lost, never journaled as not sent); every COMPLETED step arrived."""
+    downstream MCP server): each key carried one request (a read the proxy journals behind its answer may have no
+    step if a proxy was killed right after answering it: docs/proxy.md says a crash can lose those lines; such keys
+    go to `lost_reads` when it is given, and are violations when it is not); a forward key arrived at most
+    `forward.max_attempts` times of the step's pinned snapshot (1 for a proxied call: never re-sent), a rollback
+    key at most `compensation.max_attempts` per rollback run; every success the world answered is COMPLETED,
+    compensating, compensated or visibly uncertain (never lost, never journaled as not sent); every COMPLETED step
+    arrived."""
     from sagas.models import Step
 
     world = "the downstream" if proxied else "the sink"
@@ -169,7 +175,10 @@ def effects(arrivals: list[Arrival], proxied: bool) -> list[str]:
         step_id, _, suffix = key.partition(":")
         step = steps.get(step_id)
         if step is None:
-            out.append(f"key {key} reached {world} but no such step {step_id} exists")
+            if lost_reads is not None and all(a.where in READ_TOOLS for a in seen) and len(seen) == 1:
+                lost_reads.append(key)
+            else:
+                out.append(f"key {key} reached {world} but no such step {step_id} exists")
             continue
         forward, compensation = _attempts(step.action_definition)
         if suffix == "rollback":
