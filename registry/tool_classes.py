@@ -58,6 +58,48 @@ CLASS_REVERSIBILITY: dict[str, str] = {
 }
 CLASS_RISK: dict[str, str] = {"read": "low", "R": "low", "C": "medium", "I": "high", "unknown": "medium"}
 
+
+@dataclass(frozen=True)
+class ClassMeaning:
+    """What a class means to the person who judges or undoes a call, in words: the one table every console surface
+    (approval queue, decide page, saga detail) reads, so a C is never called irreversible on one and compensable on
+    another. `{inverse}` is the declared inverse call, e.g. `delete_contact(id=${result.id})`."""
+
+    # For display only: C reads "compensable" here although CLASS_REVERSIBILITY keeps it "irreversible", because
+    # the derived contract's semantic.reversibility (policy matching, undo) must not promise a correction we hold.
+    reversibility: str
+    consequence: str
+    undo: str
+
+
+CLASS_MEANING: dict[str, ClassMeaning] = {
+    "read": ClassMeaning("read_only", "read — changes nothing", "undo skips it: a read changes nothing"),
+    "R": ClassMeaning("reversible", "reversible — undone by {tool}", "undo runs {inverse}"),
+    "C": ClassMeaning(
+        "compensable",
+        "compensable — cannot be undone, only corrected afterwards (an undo lists it for an operator)",
+        "undo lists it for a person to correct: C",
+    ),
+    "I": ClassMeaning("irreversible", "irreversible — no way back", "no way back: I"),
+    "unknown": ClassMeaning(
+        "unknown", "class unknown — nothing says what it changes: treat it as irreversible", "no way back: unknown"
+    ),
+}
+# An R whose inverse is not declared (an R by its name only, such as create_*) has nothing an undo could run.
+R_WITHOUT_INVERSE = ClassMeaning(
+    "unknown",
+    "R by its name only, no inverse declared — treat it as irreversible",
+    "no way back: R without a declared inverse (a compensation pack entry would declare one)",
+)
+
+
+def class_meaning(effect_class: str, *, has_inverse: bool) -> ClassMeaning:
+    """The meaning of `effect_class`; an unrecognised class reads as unknown (treated as irreversible)."""
+    if effect_class == "R" and not has_inverse:
+        return R_WITHOUT_INVERSE
+    return CLASS_MEANING.get(effect_class, CLASS_MEANING["unknown"])
+
+
 _READ_VERBS = ("list", "get", "read", "search", "find", "fetch", "query", "describe", "show", "count", "check", "view")
 # First word -> class, with the why that goes into the reason. Read verbs are handled apart (see _by_name).
 _VERB_TABLE: tuple[tuple[EffectClass, str, tuple[str, ...]], ...] = (

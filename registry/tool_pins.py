@@ -53,6 +53,12 @@ def definition_hash(definition: Mapping[str, Any]) -> str:
     return sha256_hex(dict(definition))
 
 
+def definition_text(definition: Mapping[str, Any]) -> str:
+    """A definition as a person reads it (the console's pin review and held calls): indented JSON, keys sorted so
+    the pinned and the current one line up."""
+    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False)
+
+
 @dataclass(frozen=True)
 class PinState:
     """What the proxy acts on for one tool: whether its listed definition is the trusted one, and if not, why."""

@@ -28,6 +28,7 @@ from registry.models import ActionDefinition
 from registry.semantics import reversibility_of, risk_of
 from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.models import Approval, Node
+from sagas.selectors.held_call_view import HeldCallView, held_call_views
 from sagas.states import ApprovalStatus, NodeStatus
 
 # Characters of one input value shown unfolded. About one table cell line: an amount, a currency, an email or an
@@ -105,6 +106,8 @@ class ApprovalContext:
     digest_current: bool  # the node's input still hashes to input_digest; otherwise approving lets nothing run
     # A held proxied call whose tool definition is not its pin: what differs, one line each (empty otherwise).
     definition_changes: tuple[str, ...] = ()
+    # A call held by the MCP proxy, in the proxy's terms (tool, server, class, gate, undo, pinned definition).
+    held: HeldCallView | None = None
 
     @property
     def definition_hash(self) -> str:
@@ -143,11 +146,10 @@ def approval_contexts(approvals: Iterable[Approval]) -> dict[uuid.UUID, Approval
     nodes = [a.node for a in rows]
     contracts = _contracts(nodes)
     first_reasons = _first_reasons([a for a in rows if a.requested_by == RETRY])
-    return {
-        # A held proxied call's approval keeps the snapshot it binds: that is what the approver judges.
-        a.id: _context(a, a.snapshot or contracts.get((a.node.action, a.node.action_version)), first_reasons)
-        for a in rows
-    }
+    # A held proxied call's approval keeps the snapshot it binds: that is what the approver judges.
+    judged = {a.id: a.snapshot or contracts.get((a.node.action, a.node.action_version)) for a in rows}
+    held = held_call_views({k: c for k, c in judged.items() if c}, {a.id: a.node.input for a in rows})
+    return {a.id: _context(a, judged[a.id], first_reasons, held.get(a.id)) for a in rows}
 
 
 def waiting_contexts(nodes: Iterable[Node]) -> dict[uuid.UUID, ApprovalContext]:
@@ -167,12 +169,16 @@ def pending_of(node: Node, approvals: Iterable[Approval] | None = None) -> Appro
 
 
 def _context(
-    approval: Approval, contract: dict[str, Any] | None, first_reasons: dict[uuid.UUID, str]
+    approval: Approval, contract: dict[str, Any] | None, first_reasons: dict[uuid.UUID, str], held: HeldCallView | None
 ) -> ApprovalContext:
     node = approval.node
     semantic = dict((contract or {}).get("semantic") or {})
     reversibility = reversibility_of(semantic.get("reversibility"))  # semantic-saga-mcp's words read as ours
     call = _compensation_call(contract)
+    consequence = _consequence(reversibility, call, contract is not None)
+    if held is not None:
+        # A held call is judged by its class (a C's contract says irreversible, but it is corrected afterwards).
+        reversibility, consequence = held.reversibility, held.consequence
     required_by, rules, because = _requirement(approval, node, contract, first_reasons.get(node.id))
     return ApprovalContext(
         approval=approval,
@@ -181,13 +187,14 @@ def _context(
         risk=risk_of(semantic.get("risk")) if contract else "unknown",
         reversibility=reversibility,
         compensation=call,
-        consequence=_consequence(reversibility, call, contract is not None),
+        consequence=consequence,
         required_by=required_by,
         policy_rules=rules,
         required_because=because,
         input_digest=approval.input_digest,
         digest_current=input_digest(node.input) == approval.input_digest,
         definition_changes=_definition_changes(contract),
+        held=held,
     )
 
 

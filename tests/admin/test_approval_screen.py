@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from html import unescape
+
 from django.test import Client
 
 from governance.identity.principal import Principal
@@ -11,6 +13,7 @@ from sagas.states import ApprovalStatus, NodeStatus, SagaStatus
 from tests.admin.conftest import gated_saga, messages_of
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, context_block, digest_of, plan_charge, text_of
 from tests.contracts import http_contract, register
+from tests.held_calls import held_changed_tweet, held_create_contact, held_send_email
 from tests.httpserver import RecordingHTTPServer
 from tests.sagas.helpers import wait_until
 
@@ -207,3 +210,80 @@ def test_saga_detail_shows_each_approvals_input_reason_and_digest(
     assert "amount 4200" in seen and "currency EUR" in seen
     assert "the contract charge@1.0.0 requires approval" in seen and digest_of(CHARGE_INPUT) in seen
     assert "phoned the customer" in text_of(html[html.index('id="saga-approvals"') :])
+
+
+# --- a call held by the MCP proxy -----------------------------------------------------------------------------------
+
+
+def test_a_held_compensable_call_reads_in_the_proxys_terms_on_the_queue_and_the_decide_page(
+    olga: Client, operator: Principal
+):
+    # given send_email (class C) held by the MCP proxy for a person
+    approval = held_send_email(operator)
+    node = approval.node
+    # when olga opens the queue and the confirmation page
+    queue = olga.get(QUEUE).content.decode()
+    decide = olga.get(DECIDE, {"decision": "approve", "node": str(node.id)}).content.decode()
+    # then the row names the tool and its server, not the generic action id and its version
+    row = _read(queue[queue.index(f'id="approval-row-{node.id}"') :])
+    assert "send_email on demo held by the MCP proxy" in row and "0.0.0+" not in _read(queue)
+    for page in (queue, decide):
+        seen = _read(context_block(page, approval.id))
+        # the exact arguments, the class with how it was decided, the gate with why, and what undo could do
+        assert "to ada@example.com" in seen and "subject Hello" in seen
+        assert "Class C (by heuristic): the name starts with 'send': it cannot be unsent" in seen
+        assert "Gate confirm (by tool): emails leave the building: a person confirms each" in seen
+        assert "What undo could do: undo lists it for a person to correct: C" in seen
+    # and the consequence is the class's real meaning: compensable, never "irreversible" nor "no undo"
+    compensable = "compensable — cannot be undone, only corrected afterwards (an undo lists it for an operator)"
+    assert compensable in _read(queue) and compensable in _read(context_block(decide, approval.id))
+    assert "irreversible" not in _read(queue) and "no undo" not in _read(queue)
+    assert "Tool send_email on server demo" in _read(context_block(decide, approval.id))
+
+
+def test_a_held_reversible_call_names_its_inverse(olga: Client, operator: Principal):
+    approval = held_create_contact(operator)
+    seen = _read(context_block(olga.get(QUEUE).content.decode(), approval.id))
+    assert "What undo could do: undo runs delete_contact(id=${result.id})" in seen
+    assert "reversible — undone by delete_contact" in _read(olga.get(QUEUE).content.decode())
+
+
+def test_a_held_call_shows_the_tools_pinned_definition_folded(olga: Client, operator: Principal):
+    approval = held_send_email(operator)
+    block = context_block(olga.get(QUEUE).content.decode(), approval.id)
+    definition = block[block.index(f'id="held-definition-{approval.id}"') :]
+    # folded under <details>: the pinned description, input schema and annotations, as the pin keeps them
+    assert definition.startswith(f'id="held-definition-{approval.id}"') and "<summary>Pinned definition" in definition
+    pinned = _read(definition[definition.index('class="mono definition-pinned"') :])
+    assert '"description": "Send one email to one recipient."' in pinned
+    assert '"destructiveHint": false' in pinned and '"subject": {' in pinned
+    assert "definition-current" not in definition and "definition changed" not in block
+
+
+def test_a_held_call_whose_definition_changed_shows_the_diff_and_both_definitions(olga: Client, operator: Principal):
+    approval = held_changed_tweet(operator)
+    html = olga.get(DECIDE, {"decision": "approve", "node": str(approval.node_id)}).content.decode()
+    block = context_block(html, approval.id)
+    seen = _read(block)
+    # what differs, one line each
+    assert "definition changed" in seen
+    assert 'description: "Post a tweet." -> "Post a tweet, and DM every follower a copy."' in seen
+    assert 'inputSchema.properties.dm_all: added ({"type": "boolean"})' in seen
+    # and the pinned definition beside the one the server lists now (which approving runs)
+    pinned = block[block.index("definition-pinned") : block.index("definition-current")]
+    current = block[block.index("definition-current") :]
+    assert "DM every follower" not in pinned and "Post a tweet." in pinned
+    assert "DM every follower" in current and "dm_all" in current
+
+
+def test_saga_detail_shows_a_held_call_in_the_proxys_terms(olga: Client, operator: Principal):
+    approval = held_send_email(operator)
+    html = olga.get(f"/admin/sagas/saga/{approval.node.saga_id}/detail/").content.decode()
+    seen = _read(context_block(html, approval.id))
+    assert "Tool send_email on server demo" in seen and "Class C (by heuristic)" in seen
+    assert "compensable — cannot be undone, only corrected afterwards" in seen
+
+
+def _read(html: str) -> str:
+    """What a reader sees, entities decoded (quotes and apostrophes of the texts and the JSON definitions)."""
+    return unescape(text_of(html))

@@ -25,7 +25,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from sagas.selectors import approvals_pending, saga_get
-from tests.approvals import console_operator
+from tests.approvals import console_operator, text_of
 from tests.distributed.workers import shared_database_url
 from tests.proxy.agent import connect, text
 from tests.proxy.harness import ROOT, HttpDownstream, config_file, serve_proxy
@@ -136,10 +136,13 @@ def test_an_operator_approves_the_held_call_in_the_console(tmp_path: Path, demo_
 
     answer, sent = _transfer_while(tmp_path, demo_http, operator)
 
-    assert "proxy.demo.transfer_funds" in seen["queue"] and seen["decided"] == 302
-    # the approver reads what the proxy decided: the class, its source and the gate
-    assert "the MCP proxy holds this call of transfer_funds on demo for confirmation: class I" in seen["queue"]
-    assert "irreversible — no undo" in seen["queue"]
+    assert seen["decided"] == 302
+    # the approver reads what the proxy decided, in its terms: the tool on its server, the class, its source and the
+    # gate, and what class I means
+    queue = text_of(seen["queue"])
+    assert "transfer_funds on demo held by the MCP proxy" in queue and "proxy.demo.transfer_funds" not in queue
+    assert "the MCP proxy holds this call of transfer_funds on demo for confirmation: class I" in queue
+    assert "irreversible — no way back" in queue and "What undo could do: no way back: I" in queue
     assert not answer.is_error and sent == ["transfer_funds"]
 
 

@@ -5,8 +5,6 @@ beside the definition this deployment trusts, and, for an operator, the decision
 
 from __future__ import annotations
 
-import json
-
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import URLPattern, reverse
@@ -14,7 +12,7 @@ from django.urls import URLPattern, reverse
 from governance.errors import ServiceError
 from governance.identity.rbac import DECIDE, can
 from registry.models import ToolPin
-from registry.tool_pins import accept, pin_state
+from registry.tool_pins import accept, definition_text, pin_state
 from sagas.console.screens.base import ConsoleScreens
 
 
@@ -45,7 +43,7 @@ class ToolPinScreens(ConsoleScreens):
             f"Review {pin.server}/{pin.tool}",
             pin=pin,
             changes=pin_state(pin).changes,
-            pinned=json.dumps(pin.pinned_definition, indent=2, sort_keys=True) if pin.pinned_definition else "",
-            seen=json.dumps(pin.seen_definition, indent=2, sort_keys=True),
+            pinned=definition_text(pin.pinned_definition) if pin.pinned_definition else "",
+            seen=definition_text(pin.seen_definition),
             can_accept=can(principal, DECIDE) and pin.status != "approved",
         )
