@@ -46,15 +46,31 @@ class NodeInline(StepInline):
 @admin.register(Saga)
 class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
     tenant_field = "tenant_id"
-    list_display = ("id", "status", "console_link", "creator_principal_id", "created_at", "updated_at")
-    list_filter = ("status",)
+    list_display = ("id", "kind_shown", "status", "console_link", "creator_principal_id", "created_at", "updated_at")
+    list_filter = ("kind", "status", "preview")
     search_fields = ("id", "creator_principal_id")
     inlines = [NodeInline, StepInline]
     show_full_result_count = False
     ordering = ("-created_at", "-id")
 
+    @admin.display(description="kind", ordering="kind")
+    def kind_shown(self, obj: Saga) -> str:
+        """A proxy session stands out, with the MCP client that opened it; a plain saga says so quietly."""
+        if not obj.is_proxy_session:
+            return format_html('<span class="quiet">{}</span>', "saga")
+        proxy = obj.metadata.get("proxy") if isinstance(obj.metadata, dict) else None
+        client = proxy.get("client") if isinstance(proxy, dict) else None
+        name = client.get("name") if isinstance(client, dict) else None
+        return format_html(
+            '<span class="badge kind-proxy_session">proxy session</span> <span class="quiet">{}</span>',
+            name or "unknown client",
+        )
+
     @admin.display(description="console")
     def console_link(self, obj: Saga) -> str:
+        if obj.is_proxy_session:  # the session's page speaks the ledger's language (calls, classes, undo)
+            url = reverse("admin:sagas_saga_session", args=[obj.id])
+            return format_html('<a href="{}" id="detail-{}">session</a>', url, obj.id)
         url = reverse("admin:sagas_saga_detail", args=[obj.id])
         return format_html('<a href="{}" id="detail-{}">detail</a>', url, obj.id)
 

@@ -24,6 +24,7 @@ from sagas.console.screens.base import ConsoleScreens
 from sagas.console.screens.contract_diff import ContractDiffScreen
 from sagas.console.screens.kill_switch import KillSwitchScreens
 from sagas.console.screens.policy import PolicyScreen
+from sagas.console.screens.proxy_sessions import ProxySessionScreens
 from sagas.console.screens.recovery import RecoveryScreens
 from sagas.console.screens.saga import SagaDetailScreens
 from sagas.console.screens.tool_pins import ToolPinScreens
@@ -32,6 +33,7 @@ SCREENS: tuple[type[ConsoleScreens], ...] = (
     ApprovalScreens,
     RecoveryScreens,
     SagaDetailScreens,
+    ProxySessionScreens,
     PolicyScreen,
     KillSwitchScreens,
     ContractDiffScreen,

@@ -51,8 +51,16 @@ def is_session(saga_id: uuid.UUID) -> bool:
     return Saga.objects.filter(pk=saga_id, kind=SagaKind.PROXY_SESSION).exists()
 
 
-def recorder(options: UndoOptions) -> Callable[[Tx], None]:
-    """Records `options` (UNDO_REQUESTED) in the transaction that requests the rollback (rollback._request)."""
+# Undo requests kept in the session's metadata (metadata.proxy.undo_requests): who asked, when, with which options
+# and, for a forced undo asked in the console, why. The reason is an operator's text, so it stays out of the audit
+# chain (payload-free: docs/audit_hash.md) as an approval's reason does; the chain records the options.
+UNDO_REQUESTS = "undo_requests"
+MAX_REASON_CHARS = 2000
+
+
+def recorder(options: UndoOptions, reason: str = "") -> Callable[[Tx], None]:
+    """Records `options` (UNDO_REQUESTED) in the transaction that requests the rollback (rollback._request), and
+    the request with its reason in the session's metadata."""
 
     def record(tx: Tx) -> None:
         saga = tx.saga
@@ -66,6 +74,11 @@ def recorder(options: UndoOptions) -> Callable[[Tx], None]:
             )
         data = {"force": options.force, "to_checkpoint": options.to_checkpoint, "checkpoint_id": options.checkpoint_id}
         tx.record(E.UNDO_REQUESTED, status=saga.status, data=data)
+        request = {**data, "by": tx.actor.principal_id, "at": timezone.now().isoformat(), "reason": reason}
+        metadata = dict(saga.metadata or {})
+        proxy = dict(metadata.get("proxy") or {})
+        proxy[UNDO_REQUESTS] = [*proxy.get(UNDO_REQUESTS, []), request]
+        tx.update(saga, metadata={**metadata, "proxy": proxy})
 
     return record
 

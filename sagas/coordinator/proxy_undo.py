@@ -29,7 +29,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import rollback
 from sagas.coordinator._undo_drift import drift
-from sagas.coordinator._undo_walk import UndoOptions, recorder, steps_newest_first, walk
+from sagas.coordinator._undo_walk import MAX_REASON_CHARS, UndoOptions, recorder, steps_newest_first, walk
 from sagas.coordinator.leases import LeaseRef, heartbeat
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
@@ -53,15 +53,28 @@ class UndoReport:
 
 
 def proxy_session_undo(
-    *, actor: Principal, saga_id: object, to_checkpoint: str = "", dry_run: bool = False, force: bool = False
+    *,
+    actor: Principal,
+    saga_id: object,
+    to_checkpoint: str = "",
+    dry_run: bool = False,
+    force: bool = False,
+    reason: str = "",
 ) -> UndoReport:
     """Undo the session's calls (after `to_checkpoint`, when given), newest-first, as the module docstring says.
 
     Effects: audit UNDO_REQUESTED {force, to_checkpoint, checkpoint_id} with the rollback request, then the
-    rollback's events, UNDO_LISTED per C or I call. Errors: NOT_A_PROXY_SESSION, CHECKPOINT_NOT_FOUND,
-    ROLLBACK_REFUSED (committed or already rolled back), UNDO_BUSY (a call is still in flight, or another walk runs).
+    rollback's events, UNDO_LISTED per C or I call; the request, with `reason`, kept in the session's
+    metadata.proxy.undo_requests (never in the chain). Errors: NOT_A_PROXY_SESSION, CHECKPOINT_NOT_FOUND,
+    ROLLBACK_REFUSED (committed or already rolled back), UNDO_BUSY (a call is still in flight, or another walk runs),
+    INVALID_INPUT (a reason longer than MAX_REASON_CHARS).
     """
     authorize(actor, EXECUTE, "rollback")
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(
+            message=f"The undo's reason is {len(reason)} characters; keep it to {MAX_REASON_CHARS} (say why, and "
+            "put the rest in your ticket). Nothing was undone."
+        )
     saga = tenant_saga(actor, saga_id)
     if not saga.is_proxy_session:
         raise InvalidInput("NOT_A_PROXY_SESSION", f"Saga {saga.id} is not a proxy session; nothing was undone.")
@@ -76,7 +89,7 @@ def proxy_session_undo(
             f"Session {saga.id} has a call in flight, so nothing was undone and nothing changed. Run the undo "
             "again once the call has finished (`semantic-saga ledger` shows it as executing until then).",
         )
-    pk = rollback._request(actor, saga.id, note=recorder(options))
+    pk = rollback._request(actor, saga.id, note=recorder(options, reason.strip()))
     fence = rollback._start(actor, pk)
     if fence is None:
         raise InvalidTransition(

@@ -38,17 +38,3 @@ def refusals() -> Iterator[None]:
         yield
     except ServiceError as refused:
         raise CommandError(f"{refused.code}: {refused.message}") from None
-
-
-def milliseconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.0f}ms" if value >= 1 else f"{value:.1f}ms"
-
-
-def size(value: int | None) -> str:
-    if value is None:
-        return "-"
-    if value < 1024:
-        return f"{value}B"
-    return f"{value / 1024:.1f}K" if value < 1024 * 1024 else f"{value / 1024 / 1024:.1f}M"

@@ -20,6 +20,7 @@ class UndoArgs(Args):
     to_checkpoint: str = Field(default="", description="Undo only the calls made after this checkpoint.")
     dry_run: bool = Field(default=False, description="Decide and check for drift, change nothing.")
     force: bool = Field(default=False, description="Run an inverse even when the state drifted since the call.")
+    reason: str = Field(default="", description="Why (kept with the session's undo requests, not in the audit chain).")
 
 
 UNDO = Output(
@@ -40,7 +41,12 @@ UNDO = Output(
 
 def undo(actor: Principal, a: UndoArgs) -> dict[str, Any]:
     report = coordinator.proxy_session_undo(
-        actor=actor, saga_id=a.saga_id, to_checkpoint=a.to_checkpoint, dry_run=a.dry_run, force=a.force
+        actor=actor,
+        saga_id=a.saga_id,
+        to_checkpoint=a.to_checkpoint,
+        dry_run=a.dry_run,
+        force=a.force,
+        reason=a.reason,
     )
     return report.as_json()
 

@@ -17,6 +17,7 @@ from django.contrib.auth.models import Permission, User
 
 from governance.identity.oidc import VIEW_PERMISSION_APPS
 from governance.models import OperatorProfile
+from tests.proxy.harness import demo_http  # noqa: F401  (the demo world over HTTP, for the proxy session screens)
 
 # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls are still plain
 # synchronous code between browser steps, so Django's async-context guard is lifted for this process only.

@@ -12,11 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 from django.core.management import call_command
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 from governance.identity.principal import local_principal
 from sagas.management.terminal import Paint, colour_enabled
@@ -26,11 +23,11 @@ from sagas.operations.table import OPERATIONS
 from sagas.protocols.proxy.runtime import journaled
 from tests.proxy.agent import connect, text
 from tests.proxy.conftest import EXAMPLES
+from tests.proxy.demo_session import Call, command, direct, through_the_proxy, two_contacts, world
 from tests.proxy.facts import call_facts
 from tests.proxy.harness import HttpDownstream, config_file, serve_proxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
-Call = tuple[str, dict[str, Any]]
 SESSION_CALLS: list[Call] = [
     ("get_contact", {"id": "c-1"}),
     ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
@@ -46,64 +43,15 @@ def _acme(settings: Any) -> None:
     settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
 
 
-def _world(demo: HttpDownstream) -> dict[str, Any]:
-    return dict(httpx.get(demo.url.removesuffix("/mcp") + "/world", timeout=10).json())
-
-
-def _before_session(demo: HttpDownstream) -> dict[str, Any]:
-    """The empty world with two contacts made directly (not through the proxy): Grace c-1 and Alan c-2."""
-    httpx.post(demo.url.removesuffix("/mcp") + "/reset", timeout=10).raise_for_status()
-    direct([("create_contact", {"name": "Grace", "email": "grace@example.com"}),
-            ("create_contact", {"name": "Alan", "email": "alan@example.com"})], demo)  # fmt: skip
-    return _world(demo)
-
-
-def direct(calls: list[Call], demo: HttpDownstream) -> None:
-    async def run() -> None:
-        async with Client(streamable_http_client(demo.url)) as client:
-            for tool, arguments in calls:
-                assert not (await client.call_tool(tool, arguments)).is_error
-
-    anyio.run(run)
-
-
-def through_the_proxy(tmp_path: Path, demo: HttpDownstream, calls: list[Call], checkpoint: str = "") -> Saga:
-    """One client session through the journaled proxy (the I gate opened: no operator in these tests)."""
-    config = config_file(
-        tmp_path,
-        {"demo": {"url": demo.url}},
-        packs=[str(EXAMPLES / "demo_pack.json")],
-        policy={"class": {"I": "allow"}},
-    )
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def session() -> None:
-            async with connect(served.url, "legacy") as client:
-                for index, (tool, arguments) in enumerate(calls):
-                    if checkpoint and index == len(calls) // 2:
-                        await anyio.to_thread.run_sync(_command, "checkpoint", checkpoint)
-                    answer = await client.call_tool(tool, arguments)
-                    assert not answer.is_error, text(answer)
-
-        anyio.run(session)
-    return Saga.objects.get(metadata__has_key="proxy")
-
-
-def _command(*args: str) -> str:
-    out = StringIO()
-    call_command(*args, stdout=out)
-    return out.getvalue()
-
-
 def _verdicts(report: dict[str, Any]) -> list[tuple[str, str]]:
     return [(item["tool"], item["verdict"]) for item in report["items"]]
 
 
 def test_undo_restores_the_world_and_lists_what_it_cannot_undo(tmp_path: Path, demo_http: HttpDownstream):
-    before = _before_session(demo_http)
+    before = two_contacts(demo_http)
     session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
     # when
-    report = json.loads(_command("undo", "last", "--json"))
+    report = json.loads(command("undo", "last", "--json"))
     # then newest first: the transfer has no way back, the email needs a decision, the rest is undone
     assert _verdicts(report) == [
         ("transfer_funds", "no_way_back"),
@@ -113,7 +61,7 @@ def test_undo_restores_the_world_and_lists_what_it_cannot_undo(tmp_path: Path, d
         ("create_contact", "undone"),
         ("get_contact", "skipped"),
     ]
-    after = _world(demo_http)
+    after = world(demo_http)
     assert after["contacts"] == before["contacts"]  # Ada gone, Grace's email back, Alan back as c-2
     assert len(after["outbox"]) == 1 and after["accounts"]["acc-vendor"] == 500  # C and I stay done
     session.refresh_from_db()
@@ -125,22 +73,22 @@ def test_undo_restores_the_world_and_lists_what_it_cannot_undo(tmp_path: Path, d
 
 
 def test_a_dry_run_changes_nothing(tmp_path: Path, demo_http: HttpDownstream):
-    _before_session(demo_http)
+    two_contacts(demo_http)
     session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS[1:3])
-    world = _world(demo_http)
-    report = json.loads(_command("undo", str(session.id), "--dry-run", "--json"))
+    before = world(demo_http)
+    report = json.loads(command("undo", str(session.id), "--dry-run", "--json"))
     assert _verdicts(report) == [("update_contact", "would_undo"), ("create_contact", "would_undo")]
     assert report["items"][0]["inverse"] == {
         "tool": "update_contact",
         "arguments": {"id": "c-1", "name": "Grace", "email": "grace@example.com"},
     }
-    assert _world(demo_http)["contacts"] == world["contacts"]
+    assert world(demo_http)["contacts"] == before["contacts"]
     session.refresh_from_db()
     assert session.status == "ACTIVE"
 
 
 def test_drift_refuses_the_inverse_stops_the_walk_and_force_applies_it(tmp_path: Path, demo_http: HttpDownstream):
-    before = _before_session(demo_http)
+    before = two_contacts(demo_http)
     calls: list[Call] = [
         ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
         ("update_contact", {"id": "c-1", "name": "Grace H."}),
@@ -157,45 +105,45 @@ def test_drift_refuses_the_inverse_stops_the_walk_and_force_applies_it(tmp_path:
     assert exited.value.code == 1
     assert _verdicts(report) == [("update_contact", "drifted"), ("create_contact", "left")]
     assert "email changed since the call" in report["items"][0]["detail"]
-    assert _world(demo_http)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
-    assert "c-3" in _world(demo_http)["contacts"]
+    assert world(demo_http)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
+    assert "c-3" in world(demo_http)["contacts"]
     assert report["status"] == "ROLLBACK_FAILED" == Saga.objects.get(metadata__has_key="proxy").status
     # and with --force the captured values are written back and the walk goes on
-    shown = _command("undo", "--force")
+    shown = command("undo", "--force")
     assert "2 undone; the session is ROLLED_BACK" in shown
-    assert _world(demo_http)["contacts"] == before["contacts"]
+    assert world(demo_http)["contacts"] == before["contacts"]
 
 
 def test_the_tables_rollback_of_a_proxy_session_undoes_it_the_same_way(tmp_path: Path, demo_http: HttpDownstream):
-    before = _before_session(demo_http)
+    before = two_contacts(demo_http)
     session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
     # when the saga's rollback operation (the console's button, REST, MCP) is invoked on the session
     answer = invoke(OPERATIONS["rollback_saga"], local_principal(tenant_id="acme"), {"saga_id": str(session.id)})
     # then the inverses ran, and the email and the transfer are left as they are instead of failing the rollback
     assert answer["status"] == "ROLLED_BACK"
-    assert _world(demo_http)["contacts"] == before["contacts"]
+    assert world(demo_http)["contacts"] == before["contacts"]
     assert Step.objects.filter(saga=session, status="COMPENSATED").count() == 3
     assert not Step.objects.filter(saga=session, status="COMPENSATION_FAILED").exists()
 
 
 def test_undo_to_a_checkpoint_keeps_what_came_before(tmp_path: Path, demo_http: HttpDownstream):
-    _before_session(demo_http)
+    two_contacts(demo_http)
     calls: list[Call] = [
         ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
         ("create_contact", {"name": "Lin", "email": "lin@example.com"}),
     ]
     through_the_proxy(tmp_path, demo_http, calls, checkpoint="after-ada")
-    report = json.loads(_command("undo", "--to", "after-ada", "--json"))
+    report = json.loads(command("undo", "--to", "after-ada", "--json"))
     assert _verdicts(report) == [("create_contact", "undone")] and report["checkpoint"] == "after-ada"
-    names = [contact["name"] for contact in _world(demo_http)["contacts"].values()]
+    names = [contact["name"] for contact in world(demo_http)["contacts"].values()]
     assert names == ["Grace", "Alan", "Ada"]
 
 
 def test_ledger_rows_json_and_filters(tmp_path: Path, demo_http: HttpDownstream):
-    _before_session(demo_http)
+    two_contacts(demo_http)
     session = through_the_proxy(tmp_path, demo_http, SESSION_CALLS)
     # the table: one line per call with its class and status, no colour in a buffer
-    shown = _command("ledger")
+    shown = command("ledger")
     lines = shown.splitlines()
     assert lines[0].startswith(f"session {session.id}")
     assert lines[1].split() == ["seq", "tool", "server", "class", "status", "duration", "result", "id"]
@@ -210,16 +158,16 @@ def test_ledger_rows_json_and_filters(tmp_path: Path, demo_http: HttpDownstream)
     ]
     assert lines[-1] == "6 call(s); the session is ACTIVE" and "\033[" not in shown
     # NDJSON: one object a line, with the full step id
-    objects = [json.loads(line) for line in _command("ledger", "--json").splitlines()]
+    objects = [json.loads(line) for line in command("ledger", "--json").splitlines()]
     assert [o["seq"] for o in objects] == [1, 2, 3, 4, 5, 6] and objects[1]["class"] == "R"
     assert Step.objects.get(pk=objects[1]["id"]).saga_id == session.id and objects[1]["result_bytes"] > 0
     # filters
-    assert [json.loads(x)["tool"] for x in _command("ledger", "--json", "--tool", "send_email").splitlines()] == [
+    assert [json.loads(x)["tool"] for x in command("ledger", "--json", "--tool", "send_email").splitlines()] == [
         "send_email"
     ]
-    assert _command("ledger", "--json", "--status", "refused") == ""
+    assert command("ledger", "--json", "--status", "refused") == ""
     # and status sums it up
-    status = _command("status")
+    status = command("status")
     assert str(session.id) in status and "6 completed" in status and "overall: ok" in status
 
 
@@ -237,8 +185,8 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch: pytest.M
 
 def test_commands_without_a_session_say_what_to_do():
     with pytest.raises(Exception, match="There is no proxy session yet"):
-        _command("ledger")
-    assert "No proxy session yet" in _command("status")
+        command("ledger")
+    assert "No proxy session yet" in command("status")
 
 
 def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
@@ -251,7 +199,7 @@ def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
     assert begun["outcome"] == "forward"  # journaled EXECUTING, its lease kept alive by this process
     try:
         with pytest.raises(Exception, match=r"UNDO_BUSY: .* has a call in flight, so nothing was undone"):
-            _command("undo", session["saga_id"])
+            command("undo", session["saga_id"])
         assert Saga.objects.get(pk=session["saga_id"]).status == "ACTIVE"
     finally:
         finish = {"saga_id": session["saga_id"], "step_id": begun["step_id"], "outcome": {"kind": "not_sent"}}
@@ -259,7 +207,7 @@ def test_a_call_in_flight_refuses_the_undo_and_changes_nothing():
 
 
 def test_a_failed_capture_read_sends_nothing(tmp_path: Path, demo_http: HttpDownstream):
-    _before_session(demo_http)
+    two_contacts(demo_http)
     config = config_file(tmp_path, {"demo": {"url": demo_http.url}}, packs=[str(EXAMPLES / "demo_pack.json")])
     with serve_proxy(config, call_path=journaled) as served:
 
@@ -271,6 +219,6 @@ def test_a_failed_capture_read_sends_nothing(tmp_path: Path, demo_http: HttpDown
     # the capture (get_contact) found nothing, so the delete was never sent, and the agent is told so
     assert answer.is_error and "the capture read get_contact" in text(answer)
     assert "reconnects" not in text(answer) and "the same arguments will fail the same way" in text(answer)
-    assert [call["tool"] for call in _world(demo_http)["calls"]][-1] == "get_contact"
+    assert [call["tool"] for call in world(demo_http)["calls"]][-1] == "get_contact"
     step = Step.objects.get(action="proxy.demo.delete_contact")
     assert step.status == "FAILED" and step.error["sent"] is False and step.error["code"] == "CAPTURE_FAILED"

@@ -10,9 +10,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from sagas.management.proxy_cli import SESSION_HELP, milliseconds, operator, refusals, session, size
+from sagas.management.proxy_cli import SESSION_HELP, operator, refusals, session
 from sagas.management.terminal import CLASS_STYLES, STATUS_STYLES, Paint, table
 from sagas.selectors.proxy_ledger import LedgerRow, ledger_rows
+from sagas.selectors.proxy_text import call_status, milliseconds, size
 
 COLUMNS = [
     ("seq", ">"),
@@ -58,15 +59,12 @@ class Command(BaseCommand):
 
 
 def _cells(row: LedgerRow) -> list[str]:
-    status = f"{row.status} (uncertain)" if row.uncertain else row.status
-    if row.definition_changed:
-        status += " (definition changed)"
     return [
         str(row.seq) if row.seq else "-",
         row.tool,
         row.server,
         row.effect_class,
-        status,
+        call_status(row),
         milliseconds(row.duration_ms),
         size(row.result_bytes),
         row.id,

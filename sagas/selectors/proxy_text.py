@@ -1,0 +1,95 @@
+"""How the proxy's ledger and undo read as text, the same in the terminal (`semantic-saga ledger`, `undo`) and in
+the console's session screens: durations, sizes, a call's status, and an undo report's rows and summary line. One
+place, so an operator who ran `semantic-saga undo --dry-run` sees the same words on the console's undo page."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from sagas.selectors.proxy_ledger import LedgerRow
+
+# verdict -> (what an operator reads, its terminal colour)
+UNDO_VERDICTS: dict[str, tuple[str, str]] = {
+    "undone": ("undone", "green"),
+    "would_undo": ("would undo", "green"),
+    "needs_decision": ("needs a decision", "yellow"),
+    "no_way_back": ("no way back", "red"),
+    "cannot_undo": ("cannot undo", "red"),
+    "skipped": ("skipped", "dim"),
+    "already_undone": ("already undone", "dim"),
+    "drifted": ("refused: drift", "red"),
+    "failed": ("FAILED", "red+bold"),
+    "left": ("left", "yellow"),
+}
+UNDO_COLUMNS = ["seq", "tool", "server", "class", "undo", "what"]
+# Verdicts whose row names the inverse (what was, or would be, sent).
+SHOWS_INVERSE = frozenset({"undone", "would_undo", "drifted", "failed", "left"})
+# Verdicts that mean an undo did not finish: the command exits 1, the console shows an error.
+UNDO_FAILED = frozenset({"failed", "drifted"})
+
+
+def milliseconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.0f}ms" if value >= 1 else f"{value:.1f}ms"
+
+
+def size(value: int | None) -> str:
+    if value is None:
+        return "-"
+    if value < 1024:
+        return f"{value}B"
+    return f"{value / 1024:.1f}K" if value < 1024 * 1024 else f"{value / 1024 / 1024:.1f}M"
+
+
+def call_status(row: LedgerRow) -> str:
+    """A ledger row's status as the terminal shows it: `completed`, `failed (uncertain)`, `held (definition
+    changed)`, ..."""
+    status = f"{row.status} (uncertain)" if row.uncertain else row.status
+    return status + " (definition changed)" if row.definition_changed else status
+
+
+def shown(value: Any) -> str:
+    """An argument as JSON (null, objects) unless it is a string, which is shown bare."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def undo_label(verdict: str) -> str:
+    return UNDO_VERDICTS.get(verdict, (verdict, ""))[0]
+
+
+def undo_what(item: dict[str, Any]) -> str:
+    """The `what` cell: the detail, led by the inverse call when one was or would be sent."""
+    what = str(item["detail"])
+    if item.get("inverse") and item["verdict"] in SHOWS_INVERSE:
+        arguments = ", ".join(f"{key}={shown(value)}" for key, value in item["inverse"]["arguments"].items())
+        what = f"{item['inverse']['tool']}({arguments}): {what}"
+    return what
+
+
+def undo_cells(item: dict[str, Any]) -> list[str]:
+    """One row of an undo report (an item of proxy_session_undo's answer), cell by cell (UNDO_COLUMNS)."""
+    return [
+        str(item["seq"]),
+        item["tool"],
+        item["server"],
+        item["effect_class"],
+        undo_label(item["verdict"]),
+        undo_what(item),
+    ]
+
+
+def undo_heading(report: dict[str, Any]) -> str:
+    """What follows `undo session <id>` on the report's first line."""
+    scope = f" after checkpoint {report['checkpoint']!r}" if report["checkpoint"] else ""
+    mode = "dry run: nothing changed; " if report["dry_run"] else ""
+    return f"{scope} ({mode}newest first)"
+
+
+def undo_summary(report: dict[str, Any]) -> str:
+    """The report's last line: `2 would undo, 1 needs a decision; the session is ACTIVE`."""
+    counts = Counter(item["verdict"] for item in report["items"])
+    summary = ", ".join(f"{n} {undo_label(verdict)}" for verdict, n in counts.items())
+    return f"{summary or 'no call to undo'}; the session is {report['status']}"
