@@ -17,10 +17,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import mcp.types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import ValidationError
 
 from audit import telemetry
@@ -32,8 +31,8 @@ from sagas.operations.operation import Operation
 from sagas.operations.table import MCP_TOOLS
 from sagas.protocols.mcp_progress import with_progress
 from sagas.protocols.mcp_resources import serve_saga_resources
-from sagas.protocols.mcp_resources.capabilities import as_implemented
-from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
+from sagas.protocols.mcp_resources.capabilities import DeclaringServer
+from sagas.protocols.mcp_tasks.methods import serve_tasks
 from sagas.protocols.mcp_tasks.negotiation import requested, status_listener
 from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.orm import run_orm
@@ -56,6 +55,7 @@ answered as tool errors that say what happened, what did not run and what to cal
 refusal by other means. Keep the saga_id: get_saga shows everything about it."""
 
 PROMPT_NAME = "saga-coordinator"
+PROMPT_ARGUMENTS = frozenset({"task"})
 PROMPT_TEXT = """You coordinate side effects with Semantic Saga. For the task below:
 1. Call list_actions and pick the registered actions you need; never invent action ids.
 2. begin_saga with metadata describing the task.
@@ -118,8 +118,10 @@ async def call_tool(
         validated = tool.arguments.model_validate(arguments or {})
     except ValidationError as error:
         return _invalid_arguments(tool, error)
+    wanted = requested()
+    if wanted is not None and wanted.explicit and name not in TASK_TOOLS:
+        raise _no_task_support(name)
     try:
-        wanted = requested()
         if wanted is not None and tasks is not None and name in TASK_TOOLS:
             listener = status_listener(ctx) if ctx is not None else None
             return await SAGA_TOOL_KIND.defer(tasks, principal, tool, validated, wanted, listener)
@@ -135,6 +137,16 @@ async def call_tool(
             f"{name} failed unexpectedly ({type(exc).__name__}). Read the saga (get_saga) before retrying: the "
             "call may or may not have changed it.",
         )
+
+
+def _no_task_support(name: str) -> MCPError:
+    """A 2025-11-25 client asked for a task from a tool whose `execution.taskSupport` is absent (forbidden): the
+    spec's answer is -32601. Nothing ran."""
+    return MCPError(
+        METHOD_NOT_FOUND,
+        f"Tool {name!r} does not support tasks (tools/list declares execution.taskSupport only on "
+        f"{', '.join(sorted(TASK_TOOLS))}): nothing was called. Call it without `task` for its answer at once.",
+    )
 
 
 def _refused_result(refusal: ServiceError) -> types.CallToolResult:
@@ -166,6 +178,9 @@ def tool_list() -> list[types.Tool]:
                 idempotent_hint=tool.hints.idempotent,
                 open_world_hint=tool.hints.open_world,
             ),
+            # The tools whose work can wait (a run, an execution, a rollback, a commit) may be answered by a task;
+            # every other tool answers at once, and a client asking one for a task is refused (call_tool).
+            execution=types.ToolExecution(task_support="optional") if tool.name in TASK_TOOLS else None,
         )
         for tool in MCP_TOOLS.values()
     ]
@@ -233,34 +248,20 @@ def build_server(principal_for_request: Any) -> SagaServer:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
     )
-    server.resources_running = serve_saga_resources(server, principal_for_request)
+    server.resources_running = serve_saga_resources(server, principal_for_request, {PROMPT_NAME: PROMPT_ARGUMENTS})
     server.tasks = TaskService({SAGA_TOOL: SAGA_TOOL_KIND})
     serve_tasks(server, server.tasks, principal_for_request)
     return server
 
 
-class SagaServer(Server[Any]):
+class SagaServer(DeclaringServer):
     """The SDK server plus what must run beside it for its lifetime (`async with server.running():`)."""
 
     resources_running: Callable[[], contextlib.AbstractAsyncContextManager[None]]
     tasks: TaskService  # long tools answered as MCP tasks, driven in the background while running
+    tasks_served = True
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with self.tasks.running(), self.resources_running():
             yield
-
-    def get_capabilities(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-        *,
-        protocol_version: str | None = None,
-    ) -> types.ServerCapabilities:
-        capabilities = super().get_capabilities(
-            notification_options, experimental_capabilities, extensions, protocol_version=protocol_version
-        )
-        # 2025-11-25 clients read capabilities.tasks; 2026-07-28 ones the extension serve_tasks declares.
-        with_tasks = capabilities.model_copy(update={"tasks": legacy_capability()})
-        return as_implemented(with_tasks, protocol_version)

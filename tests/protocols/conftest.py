@@ -55,8 +55,9 @@ def server(
         running.proc.wait(timeout=30)
 
 
-def start_server(workdir: Path, port: int | None = None) -> RunningServer:
-    """`semantic-saga serve` on the test database with TOKENS; returns once /healthz answers. The caller stops it."""
+def start_server(workdir: Path, port: int | None = None, **extra_env: str) -> RunningServer:
+    """`semantic-saga serve` on the test database with TOKENS (and `extra_env`, e.g. SAGA_PROXY_CONFIG); returns
+    once /healthz answers. The caller stops it."""
     tokens = workdir / "tokens.json"
     tokens.write_text(json.dumps({"tokens": TOKENS}))
     port = port or free_port()
@@ -68,6 +69,7 @@ def start_server(workdir: Path, port: int | None = None) -> RunningServer:
         "SAGA_FILE_ROOT": str(workdir / "files"),
         "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
         "PAYMENTS_TOKEN": DEMO_TOKEN,
+        **extra_env,
     }
     log = workdir / "serve.log"
     with log.open("ab") as out:

@@ -10,7 +10,7 @@ reaches the subscriber. completion/complete completes saga and action ids (compl
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -31,12 +31,15 @@ Context = ServerRequestContext[Any]
 
 
 def serve_saga_resources(
-    server: Server[Any], principal_for_request: Callable[[], Principal]
+    server: Server[Any],
+    principal_for_request: Callable[[], Principal],
+    prompts: Mapping[str, frozenset[str]] | None = None,
 ) -> Callable[[], contextlib.AbstractAsyncContextManager[None]]:
-    """Register the resource, subscription, logging and completion handlers on `server`; returns the factory of
+    """Register the resource, subscription, logging and completion handlers on `server` (`prompts`: the server's
+    prompts and their argument names, which completion knows but has no suggestions for); returns the factory of
     the context manager that runs the watcher for the server's lifetime."""
     watch = Watch()
-    handlers = _Handlers(watch, principal_for_request)
+    handlers = _Handlers(watch, principal_for_request, dict(prompts or {}))
     server.add_request_handler("resources/list", types.PaginatedRequestParams, handlers.list_resources)
     server.add_request_handler("resources/templates/list", types.PaginatedRequestParams, handlers.list_templates)
     server.add_request_handler("resources/read", types.ReadResourceRequestParams, handlers.read_resource)
@@ -61,9 +64,12 @@ def serve_saga_resources(
 
 
 class _Handlers:
-    def __init__(self, watch: Watch, principal_for_request: Callable[[], Principal]) -> None:
+    def __init__(
+        self, watch: Watch, principal_for_request: Callable[[], Principal], prompts: dict[str, frozenset[str]]
+    ) -> None:
         self.watch = watch
         self.principal = principal_for_request
+        self.prompts = prompts
         self._listen = ListenHandler(watch.bus)
 
     async def list_resources(self, ctx: Context, params: types.PaginatedRequestParams) -> types.ListResourcesResult:
@@ -111,7 +117,7 @@ class _Handlers:
 
     async def complete(self, ctx: Context, params: types.CompleteRequestParams) -> types.CompleteResult:
         with _refusals(None, ctx):
-            return await run_orm(completion.complete, self.principal(), params)
+            return await run_orm(completion.complete, self.principal(), params, self.prompts)
 
     async def _visible_sagas(self, ctx: Context, uris: list[str]) -> set[str]:
         """The saga ids behind `uris`, each readable by the caller; anything else is refused, naming the URI."""

@@ -1,6 +1,9 @@
-"""completion/complete for the resource templates' arguments: saga ids (the caller's tenant's) and action ids."""
+"""completion/complete for the resource templates' arguments (saga ids of the caller's tenant, action ids) and the
+prompts' arguments (known, but free text: no suggestions)."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
@@ -23,14 +26,18 @@ _ARGUMENTS = {
 }
 
 
-def complete(principal: Principal, params: types.CompleteRequestParams) -> types.CompleteResult:
-    """ORM unit: the values that complete `params.argument` for `principal`, at most MAX_VALUES."""
+def complete(
+    principal: Principal, params: types.CompleteRequestParams, prompts: Mapping[str, frozenset[str]] | None = None
+) -> types.CompleteResult:
+    """ORM unit: the values that complete `params.argument` for `principal`, at most MAX_VALUES. `prompts`: the
+    server's prompts and their arguments (-32602 is for a prompt or argument that does not exist; an argument that
+    does but has nothing to suggest answers no values, as the spec says)."""
     ref = params.ref
+    if isinstance(ref, types.PromptReference):
+        return _prompt_argument(ref, params.argument.name, prompts or {})
     if not isinstance(ref, types.ResourceTemplateReference):
         raise MCPError(
-            INVALID_PARAMS,
-            "Semantic Saga serves no prompt argument completions; complete a resource "
-            "template argument (resources/templates/list shows them).",
+            INVALID_PARAMS, "Complete a prompt's or a resource template's argument (ref/prompt or ref/resource)."
         )
     expected = _ARGUMENTS.get(ref.uri)
     if expected is None:
@@ -46,6 +53,21 @@ def complete(principal: Principal, params: types.CompleteRequestParams) -> types
     prefix = params.argument.value
     values, total = _saga_ids(principal, prefix) if expected == "saga_id" else _action_ids(principal, prefix)
     return types.CompleteResult(completion=types.Completion(values=values, total=total, has_more=total > len(values)))
+
+
+def _prompt_argument(
+    ref: types.PromptReference, argument: str, prompts: Mapping[str, frozenset[str]]
+) -> types.CompleteResult:
+    names = prompts.get(ref.name)
+    if names is None:
+        shown = ", ".join(prompts) or "none"
+        raise MCPError(INVALID_PARAMS, f"Unknown prompt {ref.name!r}; prompts/list shows the prompts: {shown}.")
+    if argument not in names:
+        raise MCPError(
+            INVALID_PARAMS, f"Prompt {ref.name!r} has the argument(s) {', '.join(sorted(names))}, not {argument!r}."
+        )
+    # Free text written by the agent: nothing to suggest.
+    return types.CompleteResult(completion=types.Completion(values=[], total=0, has_more=False))
 
 
 def _saga_ids(principal: Principal, prefix: str) -> tuple[list[str], int]:

@@ -17,7 +17,8 @@ from typing import Any
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
+from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import ConfigDict
 
 from governance.identity.principal import Principal
@@ -56,6 +57,7 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
         return principal
 
     async def get(ctx: ServerRequestContext[Any], params: TaskRef) -> dict[str, Any]:
+        _named_in_header(ctx, params.task_id)
         with _protocol_errors():
             row = await tasks.get(caller(ctx), params.task_id)
         return wire.detailed(row, ctx.protocol_version)
@@ -76,6 +78,7 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
         return page
 
     async def cancel(ctx: ServerRequestContext[Any], params: TaskRef) -> dict[str, Any]:
+        _named_in_header(ctx, params.task_id)
         modern = wire.is_modern(ctx.protocol_version)
         try:
             with _protocol_errors():
@@ -102,6 +105,24 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
 
     server.middleware.append(AnswerWithTask(settle))
     server.extensions[wire.EXTENSION] = {}
+
+
+def _named_in_header(ctx: ServerRequestContext[Any], task_id: str) -> None:
+    """Over 2026-07-28 HTTP, tasks/get and tasks/cancel mirror their taskId in the `Mcp-Name` header (SEP-2243,
+    SEP-2663), as tools/call mirrors its tool's name: a header naming another task is refused with -32020 (HTTP 400).
+    The SDK checks the methods it knows (tools/call, prompts/get, resources/read) before any handler runs; the tasks
+    extension's are ours. A request without the header is served: the SDK's own client does not send it for tasks/*
+    (its list of name-bearing methods stops at those three), and the id in the body is the one authorized anyway.
+    stdio has no headers: nothing to compare."""
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None or not wire.is_modern(ctx.protocol_version) or MCP_NAME_HEADER not in headers:
+        return
+    if decode_header_value(headers.get(MCP_NAME_HEADER)) != task_id:
+        raise MCPError(
+            HEADER_MISMATCH,
+            f"The {MCP_NAME_HEADER} header names another task than params.taskId: send the same id in both (or leave "
+            f"the header out) with {ctx.method}.",
+        )
 
 
 def _legacy_only(ctx: ServerRequestContext[Any], method: str, instead: str) -> None:

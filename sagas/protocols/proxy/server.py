@@ -17,9 +17,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import mcp.types as types
-from mcp.server import Server, ServerRequestContext
+from mcp.server import ServerRequestContext
 from mcp.server.connection import Connection
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.session import ServerSession
 from mcp.server.subscriptions import (
     InMemorySubscriptionBus,
@@ -35,7 +34,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, can
-from sagas.protocols.mcp_tasks.methods import legacy_capability, serve_tasks
+from sagas.protocols.mcp_resources.capabilities import DeclaringServer
+from sagas.protocols.mcp_resources.reads import not_found
+from sagas.protocols.mcp_tasks.methods import serve_tasks
 from sagas.protocols.mcp_tasks.service import TaskService
 from sagas.protocols.mcp_tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
@@ -49,7 +50,6 @@ logger = logging.getLogger("sagas.protocols.proxy")
 SERVER_NAME = "semantic-saga-proxy"
 SERVER_VERSION = "0.1.0"
 # The spec's error code for a resource no server has (resources/read).
-RESOURCE_NOT_FOUND = -32002
 # Unknown-name errors list at most this many names: enough to spot a typo, short enough to read.
 NAMES_SHOWN = 50
 _CLIENT_KEY = "semantic-saga.proxy.client_key"
@@ -119,8 +119,10 @@ class ConnectedClients:
             await connection.outbound.notify(method, None)  # best effort: never raises
 
 
-class ProxyServer(Server[Any]):
+class ProxyServer(DeclaringServer):
     """The low-level server whose capabilities follow what the downstreams offer."""
+
+    sends_list_changed = True  # the downstreams' list_changed notifications are passed on
 
     def __init__(self, downstreams: DownstreamManager, **handlers: Any) -> None:
         super().__init__(SERVER_NAME, version=SERVER_VERSION, title="Semantic Saga proxy", **handlers)
@@ -128,18 +130,7 @@ class ProxyServer(Server[Any]):
         self.page_size = PAGE_SIZE  # items per list page sent to the client
         self.tasks_served = False  # tasks/* served (the call path answers held calls with MCP tasks)
 
-    def get_capabilities(
-        self,
-        notification_options: NotificationOptions | None = None,
-        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
-        extensions: dict[str, dict[str, Any]] | None = None,
-        *,
-        protocol_version: str | None = None,
-    ) -> types.ServerCapabilities:
-        every_change = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
-        capabilities = super().get_capabilities(
-            every_change, experimental_capabilities, extensions, protocol_version=protocol_version
-        )
+    def offered(self, capabilities: types.ServerCapabilities) -> types.ServerCapabilities:
         catalog = self.downstreams.catalog
         resources = capabilities.resources
         return capabilities.model_copy(
@@ -149,8 +140,6 @@ class ProxyServer(Server[Any]):
                 "resources": resources.model_copy(update={"subscribe": False})
                 if resources is not None and catalog.offers_resources
                 else None,
-                # 2025-11-25 clients (the 2026-07-28 era reads capabilities.extensions, which serve_tasks fills).
-                "tasks": legacy_capability() if self.tasks_served else None,
             }
         )
 
@@ -270,12 +259,12 @@ def build_proxy_server(
         current = catalog()
         route = current.resource_route(params.uri)
         if route is None:
-            raise MCPError(
-                RESOURCE_NOT_FOUND,
-                f"Resource not found: no downstream server lists {params.uri!r} or a template matching it. "
-                "resources/list and resources/templates/list show what can be read.",
-                data={"uri": params.uri},
+            # -32002 for handshake-era clients, -32602 (HTTP 400) in 2026-07-28 (SEP-2164), as /mcp answers.
+            why = (
+                "No downstream server lists it or a template matching it: resources/list and "
+                "resources/templates/list show what can be read."
             )
+            raise not_found(str(params.uri), ctx.protocol_version, why)
         server, uri = route
         client = clients.identity(ctx)
 
