@@ -26,6 +26,11 @@ class ReadOnlyAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, admin.ModelAdmin
     show_full_result_count = False
     tenant_field = "saga__tenant_id"
 
+    @admin.display(description="saga", ordering="saga")
+    def saga_short(self, obj: Node | Step | Checkpoint) -> str:
+        """The saga's id, shortened (the whole id on hover): a list of a saga's rows fits a 1280 px screen."""
+        return format_html('<span class="mono" title="{}">{}…</span>', obj.saga_id, str(obj.saga_id)[:8])
+
 
 class StepInline(ReadOnlyAdminMixin, admin.TabularInline):  # type: ignore[type-arg]
     model = Step
@@ -61,9 +66,11 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
         proxy = obj.metadata.get("proxy") if isinstance(obj.metadata, dict) else None
         client = proxy.get("client") if isinstance(proxy, dict) else None
         name = client.get("name") if isinstance(client, dict) else None
+        shown = str(name or "unknown client")
         return format_html(
-            '<span class="badge kind-proxy_session">proxy session</span> <span class="quiet">{}</span>',
-            name or "unknown client",
+            '<span class="badge kind-proxy_session">proxy session</span> <span class="quiet" title="{}">{}</span>',
+            shown,
+            shown if len(shown) <= 40 else shown[:39] + "…",  # an agent names its client: keep the list readable
         )
 
     @admin.display(description="console")
@@ -77,7 +84,7 @@ class SagaAdmin(TenantScopedAdminMixin, ReadOnlyAdminMixin, _SagaModelAdmin):
 
 @admin.register(Node)
 class NodeAdmin(ReadOnlyAdmin):
-    list_display = ("id", "saga", "key", "action", "action_version", "status", "attempts", "updated_at")
+    list_display = ("id", "saga_short", "key", "action", "action_version", "status", "attempts", "updated_at")
     list_filter = ("status",)
     list_select_related = ("saga",)
     raw_id_fields = ("saga", "step")
@@ -85,7 +92,7 @@ class NodeAdmin(ReadOnlyAdmin):
 
 @admin.register(Step)
 class StepAdmin(ReadOnlyAdmin):
-    list_display = ("id", "saga", "sequence", "action", "action_version", "status", "attempts")
+    list_display = ("id", "saga_short", "sequence", "action", "action_version", "status", "attempts")
     list_filter = ("status",)
     list_select_related = ("saga",)
     raw_id_fields = ("saga", "node")
@@ -94,15 +101,28 @@ class StepAdmin(ReadOnlyAdmin):
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
     tenant_field = "node__saga__tenant_id"
-    list_display = ("id", "node", "status", "requested_by", "decided_by", "created_at", "decided_at", "expires_at")
+    list_display = (
+        "id",
+        "node_shown",
+        "status",
+        "requested_by",
+        "decided_by",
+        "created_at",
+        "decided_at",
+        "expires_at",
+    )
     list_filter = ("status",)
     list_select_related = ("node",)
     raw_id_fields = ("node",)
 
+    @admin.display(description="node", ordering="node")
+    def node_shown(self, obj: Approval) -> str:
+        return format_html('<span title="{}">{}</span>', obj.node_id, obj.node.key or str(obj.node_id)[:8])
+
 
 @admin.register(Checkpoint)
 class CheckpointAdmin(ReadOnlyAdmin):
-    list_display = ("id", "saga", "name", "principal_id", "created_at")
+    list_display = ("id", "saga_short", "name", "principal_id", "created_at")
     raw_id_fields = ("saga",)
     # Checkpoint data may hold anything the agent stored; the admin shows names, like the timeline.
     exclude = ("data",)

@@ -206,6 +206,8 @@ def _close(tx: Tx, node: Node, approval: Approval, why: str) -> None:
 
 
 def _refusal(node: Node, why: str) -> tuple[str, str]:
+    if node.status == NodeStatus.BLOCKED:  # the session was rolled back (undone) while the call waited
+        return "SESSION_UNDONE", "the session was undone (rolled back) by an operator before anyone decided it"
     if why in WHY:
         return CODES[why], WHY[why]
     decided = node.approvals.exclude(status=ApprovalStatus.PENDING).order_by("-decided_at").first()

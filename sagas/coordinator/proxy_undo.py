@@ -33,7 +33,7 @@ from sagas.coordinator._undo_walk import MAX_REASON_CHARS, UndoOptions, recorder
 from sagas.coordinator.leases import LeaseRef, heartbeat
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
-from sagas.selectors.proxy_ledger import session_checkpoint
+from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoint
 from sagas.selectors.scope import tenant_saga
 from sagas.selectors.undo_plan import UndoItem, item, verdict_of
 
@@ -80,8 +80,9 @@ def proxy_session_undo(
         raise InvalidInput("NOT_A_PROXY_SESSION", f"Saga {saga.id} is not a proxy session; nothing was undone.")
     checkpoint = session_checkpoint(actor=actor, saga=saga, label=to_checkpoint) if to_checkpoint else None
     options = UndoOptions(force, to_checkpoint, str(checkpoint.id) if checkpoint else "")
+    held = _held_items(saga)  # newest of all: not yet journaled; the undo withdraws them (rollback closes them)
     if dry_run:
-        items = tuple(_dry(step, force) for step in steps_newest_first(saga.id, options))
+        items = held + tuple(_dry(step, force) for step in steps_newest_first(saga.id, options))
         return UndoReport(str(saga.id), saga.status, True, to_checkpoint, items)
     if rollback.in_flight(saga):
         raise InvalidTransition(
@@ -101,7 +102,18 @@ def proxy_session_undo(
     with heartbeat(LeaseRef(Saga, pk, fence)):
         items = tuple(walk(actor, pk, fence, options))
         finished = rollback._finish(actor, pk, fence)
-    return UndoReport(str(saga.id), finished.status, False, to_checkpoint, items)
+    return UndoReport(str(saga.id), finished.status, False, to_checkpoint, held + items)
+
+
+def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
+    """The session's held calls (waiting for a decision, or approved and not yet sent): never sent, so there is
+    nothing to undo, but the undo ends them: the rollback closes their approvals, and the agent waiting on each is
+    told the session was undone."""
+    rows = [held_row(node) for node in held_nodes(saga)]
+    detail = "held, never sent: the undo withdraws it and closes its approval"
+    return tuple(
+        UndoItem(0, row.id, row.tool, row.server, row.effect_class, "withdrawn", detail) for row in reversed(rows)
+    )
 
 
 def _dry(step: Step, force: bool) -> UndoItem:

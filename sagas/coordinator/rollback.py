@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from audit import telemetry
 from audit.models import EventType as E
@@ -41,6 +42,7 @@ from sagas.states import (
     COMPENSABLE_STEP_STATES,
     NOT_STARTED_NODE_STATES,
     ROLLBACK_REFUSED_STATES,
+    ApprovalStatus,
     NodeStatus,
     SagaStatus,
     StepStatus,
@@ -142,8 +144,23 @@ def _start(actor: Principal, saga_id: uuid.UUID) -> int | None:
         )
         for node in Node.objects.filter(saga=saga, status__in=NOT_STARTED_NODE_STATES).order_by("pk"):
             error = {"code": "SAGA_ROLLED_BACK", "message": "The saga was rolled back before this node ran."}
+            _close_pending_approvals(tx, node)
             tx.transition(node, NodeStatus.BLOCKED, event=E.NODE_BLOCKED, error=error, next_attempt_at=None)
         return fence
+
+
+def _close_pending_approvals(tx: Tx, node: Node) -> None:
+    """A request nobody decided before the saga was rolled back is closed with it (REJECTED by the system, saying
+    why), so no approval list keeps showing it as pending and no late decision can apply to it."""
+    for approval in node.approvals.filter(status=ApprovalStatus.PENDING):
+        tx.transition(
+            approval,
+            ApprovalStatus.REJECTED,
+            event=E.APPROVAL_REJECTED,
+            decided_by="system:rollback",
+            reason="the saga was rolled back (for a proxy session: undone) before anyone decided it",
+            decided_at=timezone.now(),
+        )
 
 
 def _run(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:

@@ -188,12 +188,13 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     ]
     rows += [
         replace(held_row(node), link=links.get(str(node.id)), extra={"undo_plan": HELD_UNDO_PLAN})
-        for node in _held_nodes(saga)
+        for node in held_nodes(saga)
     ]
     return [row for row in rows if (not tool or row.tool == tool) and (not status or row.status == status.lower())]
 
 
-def _held_nodes(saga: Saga) -> QuerySet[Node]:
+def held_nodes(saga: Saga) -> QuerySet[Node]:
+    """The session's held calls not yet journaled (waiting for a decision, or approved and about to be sent)."""
     held = Node.objects.filter(saga=saga, step__isnull=True, action__startswith="proxy.")
     return held.filter(status__in=HELD_STATUSES).prefetch_related("approvals").order_by("position")
 

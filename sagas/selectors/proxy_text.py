@@ -22,6 +22,7 @@ UNDO_VERDICTS: dict[str, tuple[str, str]] = {
     "drifted": ("refused: drift", "red"),
     "failed": ("FAILED", "red+bold"),
     "left": ("left", "yellow"),
+    "withdrawn": ("withdrawn", "yellow"),
 }
 UNDO_COLUMNS = ["seq", "tool", "server", "class", "undo", "what"]
 # Verdicts whose row names the inverse (what was, or would be, sent).

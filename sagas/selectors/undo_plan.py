@@ -19,6 +19,8 @@ from sagas.models import Step
 from sagas.states import StepStatus
 
 NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
+# An undo's reason (kept with the session's undo requests): a sentence or two for the record, not a document.
+MAX_UNDO_REASON_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,7 @@ class UndoItem:
     server: str
     effect_class: str
     # undone | would_undo | cannot_undo | needs_decision | no_way_back | skipped | already_undone | drifted | failed
-    # | left
+    # | left | withdrawn (a held call, never sent, that the undo ends)
     verdict: str
     detail: str
     inverse: dict[str, Any] | None = None  # {"tool", "arguments"} when an inverse is declared and can be built

@@ -7,6 +7,7 @@ need no downstream to be undone (a read is skipped, C listed, I has no way back)
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ from governance.identity.principal import local_agent, local_principal
 from governance.models import OperatorProfile
 from sagas import coordinator
 from sagas.console.sessions import SESSIONS_PER_PAGE
-from sagas.models import Saga
+from sagas.models import Approval, Saga
 from tests.approvals import console_operator, text_of
 from tests.proxy.facts import answered, call_facts, session_facts
 
@@ -124,26 +125,76 @@ def test_the_saga_list_marks_proxy_sessions_and_links_their_page(console: Consol
     assert f"/admin/sagas/saga/{saga.id}/detail/" in html
 
 
+def _plan(console: ConsoleClient, url: str, **options: str) -> str:
+    """The digest of the plan the undo page shows (what a confirmation binds to)."""
+    page = console.get(url, options).content.decode()
+    found = re.search(r'name="plan" value="([0-9a-f]{64})"', page)
+    assert found, "the undo page offers no confirmation"
+    return found.group(1)
+
+
 def test_the_undo_shows_the_dry_run_and_changes_nothing_until_confirmed(console: ConsoleClient) -> None:
     session = _session()
     url = f"/admin/sagas/saga/{session.id}/session/undo/"
     plan = text_of(console.get(url).content.decode())
     assert f"undo session {session.id} (dry run: nothing changed; newest first)" in plan
     assert "1 no way back, 1 needs a decision, 1 skipped; the session is ACTIVE" in plan
-    refused = text_of(console.post(url, {}).content.decode())
+    refused = text_of(console.post(url, {"plan": _plan(console, url)}).content.decode())
     assert "Tick the confirmation" in refused
     session.refresh_from_db()
     assert session.status == "ACTIVE"
 
 
+def test_a_call_made_after_the_plan_was_read_stops_the_undo_and_shows_the_new_plan(console: ConsoleClient) -> None:
+    session = _session()
+    url = f"/admin/sagas/saga/{session.id}/session/undo/"
+    read = _plan(console, url)
+    # the agent, still connected, makes one more call before the operator confirms
+    call = call_facts("send_sms", effect_class="C")
+    begun = coordinator.proxied_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments={"to": "+1"})
+    outcome = answered(duration_ms=2.0)
+    coordinator.proxied_call_finish(
+        actor=AGENT, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=outcome
+    )
+    answer = text_of(console.post(url, {"confirm": "on", "plan": read}).content.decode())
+    assert "The plan changed since you read it" in answer and "send_sms" in answer
+    session.refresh_from_db()
+    assert session.status == "ACTIVE"
+    done = text_of(console.post(url, {"confirm": "on", "plan": _plan(console, url)}).content.decode())
+    assert "2 needs a decision" in done and "the session is ROLLED_BACK" in done
+
+
+def test_a_held_call_is_listed_withdrawn_and_its_approval_closed_by_the_undo(console: ConsoleClient) -> None:
+    session = _session(calls=[("send_email", "C", {"to": "ada@example.com"})], gate="confirm")
+    url = f"/admin/sagas/saga/{session.id}/session/undo/"
+    plan = text_of(console.get(url).content.decode())
+    assert "withdrawn" in plan and "held, never sent" in plan
+    done = text_of(console.post(url, {"confirm": "on", "plan": _plan(console, url)}).content.decode())
+    assert "1 withdrawn; the session is ROLLED_BACK" in done
+    approval = Approval.objects.get(node__saga=session)
+    assert approval.status == "REJECTED" and approval.decided_by == "system:rollback"
+
+
+def test_a_terminal_session_offers_no_undo_form(console: ConsoleClient) -> None:
+    session = _session()
+    coordinator.saga_commit(actor=OPERATOR, saga_id=session.id)
+    page = console.get(f"/admin/sagas/saga/{session.id}/session/undo/").content.decode()
+    assert 'id="undo-form"' not in page and "a committed session stays as it is" in text_of(page)
+
+
 def test_force_needs_a_reason_which_is_kept_out_of_the_audit_chain(console: ConsoleClient) -> None:
     session = _session()
     url = f"/admin/sagas/saga/{session.id}/session/undo/"
-    refused = text_of(console.post(url, {"confirm": "on", "force": "on", "reason": "  "}).content.decode())
-    assert "needs a reason" in refused
+    plan = _plan(console, url, force="on")
+    for invisible in ("  ", "\u200b", "\t\u00a0"):
+        asked = {"confirm": "on", "force": "on", "reason": invisible, "plan": plan}
+        assert "needs a reason" in text_of(console.post(url, asked).content.decode())
+    too_long = {"confirm": "on", "force": "on", "reason": "x" * 100_000, "plan": plan}
+    assert "keep it to 2000" in text_of(console.post(url, too_long).content.decode())
     session.refresh_from_db()
     assert session.status == "ACTIVE"
-    done = text_of(console.post(url, {"confirm": "on", "force": "on", "reason": "ticket OPS-7"}).content.decode())
+    asked = {"confirm": "on", "force": "on", "reason": "ticket OPS-7", "plan": plan}
+    done = text_of(console.post(url, asked).content.decode())
     assert "the session is ROLLED_BACK" in done
     session.refresh_from_db()
     asked = session.metadata["proxy"]["undo_requests"]
@@ -158,7 +209,7 @@ def test_a_viewer_sees_no_undo_and_a_forged_post_changes_nothing() -> None:
     viewer = _viewer()
     page = viewer.get(f"/admin/sagas/saga/{session.id}/session/").content.decode()
     assert 'id="session-undo"' not in page
-    forged = viewer.post(f"/admin/sagas/saga/{session.id}/session/undo/", {"confirm": "on"}, follow=True)
+    forged = viewer.post(f"/admin/sagas/saga/{session.id}/session/undo/", {"confirm": "on", "plan": "x"}, follow=True)
     assert "may not" in text_of(forged.content.decode()) or "not allowed" in text_of(forged.content.decode())
     session.refresh_from_db()
     assert session.status == "ACTIVE"
@@ -169,4 +220,6 @@ def test_a_committed_session_offers_no_undo_and_says_why_when_asked(console: Con
     coordinator.saga_commit(actor=OPERATOR, saga_id=session.id)
     assert 'id="session-undo"' not in console.get(f"/admin/sagas/saga/{session.id}/session/").content.decode()
     answer = console.post(f"/admin/sagas/saga/{session.id}/session/undo/", {"confirm": "on"}, follow=True)
-    assert "COMMITTED" in text_of(answer.content.decode())
+    assert "Nothing was undone" in text_of(answer.content.decode())
+    session.refresh_from_db()
+    assert session.status == "COMMITTED"

@@ -47,7 +47,7 @@ def test_admin_changelists_list_the_rows_and_offer_no_add_button(
         "sagas/saga": [str(saga.id), "ACTIVE"],
         "sagas/node": [str(node.id), "later", "WAITING_APPROVAL"],
         "sagas/step": [str(step.id), "COMPLETED"],
-        "sagas/approval": ["PENDING", "node later wire@1.0.0"],
+        "sagas/approval": ["PENDING", "later"],
         "sagas/checkpoint": ["start", "alice"],
         "audit/auditevent": ["SAGA_STARTED", "CHECKPOINT_CREATED", "APPROVAL_REQUESTED"],
     }

@@ -31,15 +31,21 @@ HOLD_EMAIL = {"tools": [{"tool": "send_email", "server": "demo", "action": "conf
 EMAIL = {"to": "ada@example.com", "subject": "Welcome", "body": "Hi Ada"}
 CLIENT = "claude-code-e2e"
 WAIT_MS = 30_000
+MODEL_LISTS = ["saga", "step", "node", "approval", "checkpoint"]
 
 
 def _no_table_wider_than_the_page(page: Any) -> None:
+    # past the page's edge, or past the edge of the box it scrolls in (Django's lists scroll inside `.results`)
     wide = page.evaluate(
         """() => [...document.querySelectorAll('#content table')]
-            .filter(t => t.getBoundingClientRect().right > window.innerWidth + 1)
+            .filter(t => {
+                const box = t.closest('.results');
+                return t.getBoundingClientRect().right > window.innerWidth + 1
+                    || (box !== null && t.scrollWidth > box.clientWidth + 1);
+            })
             .map(t => t.id || t.className || 'a table')"""
     )
-    assert wide == [], f"tables past the right edge at {page.viewport_size['width']} px: {wide}"
+    assert wide == [], f"{page.url}: tables past the right edge at {page.viewport_size['width']} px: {wide}"
     assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
 
 
@@ -121,16 +127,18 @@ def test_an_operator_finds_a_session_approves_its_held_call_and_undoes_it(
     _no_table_wider_than_the_page(page)
     shoot(page, "console-proxy-undo")
 
-    # force without a reason is refused, and nothing changed
-    page.check("#undo-confirm")
+    # the forced plan, confirmed without a reason, is refused, and nothing changed
     page.check("#undo-force")
+    page.click("#undo-show")
+    page.check("#undo-confirm")
     page.click("#undo-submit")
     assert "needs a reason" in page.inner_text(".messagelist")
     session.refresh_from_db()
     assert session.status == "ACTIVE"
 
-    # the undo, confirmed: the contact the agent made is gone, the email is listed for a person
+    # the plain plan, confirmed: the contact the agent made is gone, the email is listed for a person
     page.uncheck("#undo-force")
+    page.click("#undo-show")
     page.check("#undo-confirm")
     page.click("#undo-submit")
     assert "the session is ROLLED_BACK" in page.inner_text("#undo-summary")
@@ -140,6 +148,11 @@ def test_an_operator_finds_a_session_approves_its_held_call_and_undoes_it(
     page.click("#undo-back")
     assert page.inner_text("#session-state") == "ROLLED_BACK"
     assert "undone" in page.locator("#session-ledger tbody tr", has_text="create_contact").inner_text()
+
+    # and the console's lists of what the session left fit a 1280 px screen too
+    for path in ["/admin/", *(f"/admin/sagas/{model}/" for model in MODEL_LISTS), "/admin/audit/auditevent/"]:
+        page.goto(path)
+        _no_table_wider_than_the_page(page)
 
 
 def _off_the_browsers_loop(work: Callable[..., Any], *args: Any) -> Any:

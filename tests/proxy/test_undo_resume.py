@@ -31,8 +31,9 @@ from tests.admin.conftest import login  # noqa: F401  (the console's operator ac
 from tests.contracts import http_contract, register
 from tests.distributed.workers import free_port, shared_database_url
 from tests.httpserver import RecordingHTTPServer
+from tests.proxy.demo_session import Call, command, direct, through_the_proxy, two_contacts, world
 from tests.proxy.harness import ROOT, HttpDownstream, wait_for_port
-from tests.proxy.test_undo import SESSION_CALLS, Call, _before_session, _command, _world, direct, through_the_proxy
+from tests.proxy.test_undo import SESSION_CALLS
 from tests.sagas.helpers import idempotency_keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,24 +111,24 @@ def _listed(session: Saga) -> dict[str, tuple[str, str]]:
 
 def _inverse_calls(demo: HttpDownstream, step: Step, tool: str) -> list[str]:
     """The idempotency keys of every `tool` call the world received on behalf of this step."""
-    calls = _world(demo)["calls"]
+    calls = world(demo)["calls"]
     return [
         c["idempotency_key"] for c in calls if c["tool"] == tool and str(c["idempotency_key"]).startswith(str(step.id))
     ]
 
 
 def test_an_undo_killed_mid_inverse_is_resumed_by_the_sweep_as_an_undo(tmp_path: Path, held_demo: HeldDemo):
-    before = _before_session(held_demo)
+    before = two_contacts(held_demo)
     session = through_the_proxy(tmp_path, held_demo, SESSION_CALLS)
     held = _undo_killed_mid_inverse(held_demo, session)
     assert held.action == "proxy.demo.delete_contact"  # the newest R: its inverse recreates Alan as c-2
     # when the recovery sweep runs (as a restarted server's sweeper does)
-    shown = _command("recover_sagas")
+    shown = command("recover_sagas")
     # then the walk resumed as an undo: the world is restored, and the email and the transfer are listed, not failed
     assert "rollbacks_started=1" in shown and "errors=0" in shown
     session.refresh_from_db()
     assert session.status == "ROLLED_BACK", session.error
-    assert _world(held_demo)["contacts"] == before["contacts"]
+    assert world(held_demo)["contacts"] == before["contacts"]
     assert _listed(session) == {"send_email": ("needs_decision", "C"), "transfer_funds": ("no_way_back", "I")}
     # (listed by the first run before it died; the resumed walk does not list them twice)
     assert AuditEvent.objects.filter(saga_id=session.id, event_type="UNDO_LISTED").count() == 2
@@ -138,7 +139,7 @@ def test_an_undo_killed_mid_inverse_is_resumed_by_the_sweep_as_an_undo(tmp_path:
     assert _inverse_calls(held_demo, held, "create_contact") == [f"{held.id}:rollback"] * 2
     assert AuditEvent.objects.filter(saga_id=session.id, event_type="ROLLBACK_RESUMED").count() == 1
     # and the undo report of the session shows the same listing
-    report = json.loads(_command("undo", str(session.id), "--dry-run", "--json"))
+    report = json.loads(command("undo", str(session.id), "--dry-run", "--json"))
     assert [(i["tool"], i["verdict"]) for i in report["items"]] == [
         ("transfer_funds", "no_way_back"),
         ("send_email", "needs_decision"),
@@ -150,22 +151,22 @@ def test_an_undo_killed_mid_inverse_is_resumed_by_the_sweep_as_an_undo(tmp_path:
 
 
 def test_a_resumed_undo_honours_its_force_and_its_checkpoint(tmp_path: Path, held_demo: HeldDemo):
-    _before_session(held_demo)
+    two_contacts(held_demo)
     calls: list[Call] = [
         ("create_contact", {"name": "Ada", "email": "ada@example.com"}),  # before the checkpoint: kept
         ("update_contact", {"id": "c-1", "name": "Grace H."}),
         ("delete_contact", {"id": "c-2"}),
     ]
     session = through_the_proxy(tmp_path, held_demo, calls, checkpoint="after-ada")
-    kept = _world(held_demo)["contacts"]["c-3"]
+    kept = world(held_demo)["contacts"]["c-3"]
     # given someone changes Grace behind the proxy's back, and the undo is asked to override that
     direct([("update_contact", {"id": "c-1", "email": "grace@elsewhere.example"})], held_demo)
     _undo_killed_mid_inverse(held_demo, session, "--force", "--to", "after-ada")
     # when the sweep resumes it
-    _command("recover_sagas")
+    command("recover_sagas")
     # then the drifted update is forced back, and the call before the checkpoint is left as it is
     session.refresh_from_db()
-    contacts = _world(held_demo)["contacts"]
+    contacts = world(held_demo)["contacts"]
     assert session.status == "ROLLED_BACK", session.error
     assert contacts["c-1"] == {"id": "c-1", "name": "Grace", "email": "grace@example.com"}
     assert contacts["c-2"]["name"] == "Alan" and contacts["c-3"] == kept
@@ -175,12 +176,12 @@ def test_a_resumed_undo_honours_its_force_and_its_checkpoint(tmp_path: Path, hel
 
 
 def test_a_resumed_undo_without_force_refuses_a_drifted_inverse(tmp_path: Path, held_demo: HeldDemo):
-    _before_session(held_demo)
+    two_contacts(held_demo)
     calls: list[Call] = [("update_contact", {"id": "c-1", "name": "Grace H."}), ("delete_contact", {"id": "c-2"})]
     session = through_the_proxy(tmp_path, held_demo, calls)
     direct([("update_contact", {"id": "c-1", "email": "grace@elsewhere.example"})], held_demo)
     _undo_killed_mid_inverse(held_demo, session)
-    _command("recover_sagas")
+    command("recover_sagas")
     # the resumed walk refuses the drifted update as the first run would have, after finishing the held inverse
     session.refresh_from_db()
     assert session.status == "ROLLBACK_FAILED"
@@ -188,18 +189,18 @@ def test_a_resumed_undo_without_force_refuses_a_drifted_inverse(tmp_path: Path, 
     assert steps == {"proxy.demo.delete_contact": "COMPENSATED", "proxy.demo.update_contact": "COMPENSATION_FAILED"}
     update = Step.objects.get(saga=session, action="proxy.demo.update_contact")
     assert update.compensation_error["code"] == "STATE_DRIFTED"
-    assert _world(held_demo)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
+    assert world(held_demo)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
 
 
 def test_the_sweeps_retry_of_a_failed_undo_is_an_undo(tmp_path: Path, held_demo: HeldDemo):
     held_demo.release_file.touch()  # nothing is held here
-    _before_session(held_demo)
+    two_contacts(held_demo)
     calls: list[Call] = [("create_contact", {"name": "Ada", "email": "ada@example.com"}), SESSION_CALLS[4]]
     session = through_the_proxy(tmp_path, held_demo, calls)
     # given the CRM is down when the undo runs: the create's inverse fails (transiently), the email is listed
     held_demo.stop()
     with pytest.raises(SystemExit):
-        _command("undo", str(session.id))
+        command("undo", str(session.id))
     session.refresh_from_db()
     create = Step.objects.get(saga=session, action="proxy.demo.create_contact")
     assert session.status == "ROLLBACK_FAILED" and session.next_recovery_at is not None
@@ -207,7 +208,7 @@ def test_the_sweeps_retry_of_a_failed_undo_is_an_undo(tmp_path: Path, held_demo:
     # when the CRM is back (a fresh world) and the retry's time has come (set now instead of waiting 30 s)
     held_demo.start()
     Saga.objects.filter(pk=session.pk).update(next_recovery_at=Now())
-    _command("recover_sagas")
+    command("recover_sagas")
     # then the sweep retried it as an undo: the inverse ran with its key, the email stays listed once, not failed
     session.refresh_from_db()
     assert session.status == "ROLLED_BACK", session.error
@@ -229,7 +230,7 @@ ROLL_BACK: dict[str, Callable[[pytest.FixtureRequest, Saga], Any]] = {
     "operation": lambda request, s: invoke(
         OPERATIONS["rollback_saga"], local_principal(tenant_id="acme"), {"saga_id": str(s.id)}
     ),
-    "undo": lambda request, s: _command("undo", str(s.id)),
+    "undo": lambda request, s: command("undo", str(s.id)),
 }
 
 
@@ -238,17 +239,17 @@ def test_every_rollback_of_a_session_lists_what_undo_lists(
     tmp_path: Path, held_demo: HeldDemo, request: pytest.FixtureRequest, surface: str
 ):
     held_demo.release_file.touch()  # nothing is held here
-    before = _before_session(held_demo)
+    before = two_contacts(held_demo)
     session = through_the_proxy(tmp_path, held_demo, SESSION_CALLS)
     # when
     ROLL_BACK[surface](request, session)
     # then the inverses ran, and the email and the transfer are listed in the audit chain, not failed
     session.refresh_from_db()
-    assert session.status == "ROLLED_BACK" and _world(held_demo)["contacts"] == before["contacts"]
+    assert session.status == "ROLLED_BACK" and world(held_demo)["contacts"] == before["contacts"]
     assert _listed(session) == {"send_email": ("needs_decision", "C"), "transfer_funds": ("no_way_back", "I")}
     assert Step.objects.filter(saga=session, status="COMPENSATED").count() == 3
     # and the ledger says so per call
-    rows = [json.loads(line) for line in _command("ledger", "--session", str(session.id), "--json").splitlines()]
+    rows = [json.loads(line) for line in command("ledger", "--session", str(session.id), "--json").splitlines()]
     assert {row["tool"]: row["undo"] for row in rows if row["undo"]} == {
         "send_email": "needs_decision",
         "transfer_funds": "no_way_back",

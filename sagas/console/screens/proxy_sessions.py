@@ -7,7 +7,11 @@ same operation (proxy_session_undo) and audit as the terminal, and shows what be
 
 from __future__ import annotations
 
+import hashlib
+import json
+import unicodedata
 import uuid
+from collections import Counter
 from typing import Any
 
 from django.contrib import messages
@@ -22,12 +26,17 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.selectors.proxy_ledger import is_proxy_session
 from sagas.selectors.proxy_text import UNDO_COLUMNS, UNDO_FAILED, undo_cells, undo_heading, undo_summary
+from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS
 
 FORCE_NEEDS_A_REASON = (
     "A forced undo runs inverses even where the world changed since the call, so it needs a reason: say why "
     "overwriting those changes is right, then undo again. Nothing was undone."
 )
 NOT_CONFIRMED = "Tick the confirmation (you have read the plan above), then undo again. Nothing was undone."
+PLAN_CHANGED = (
+    "The plan changed since you read it (the agent made another call, a call finished, or the state drifted): read "
+    "the plan below and confirm again. Nothing was undone."
+)
 
 
 def session_url(saga_id: object) -> str:
@@ -68,19 +77,21 @@ class ProxySessionScreens(SagaScreens):
             "force": data.get("force") == "on",
             "reason": data.get("reason", "").strip(),
         }
+        plan = self._undo(request, principal, {**asked, "reason": "", "dry_run": True})  # a plan records nothing
+        if plan is None:
+            return HttpResponseRedirect(session_url(saga_id))
         if request.method == "POST":
             refusal = _refusal(asked, confirmed=data.get("confirm") == "on")
+            if not refusal and data.get("plan", "") != plan_digest(plan):
+                refusal = PLAN_CHANGED
             if refusal:
                 messages.error(request, refusal)
             else:
-                report = self._undo(request, principal, {**asked, "dry_run": False})
-                if report is None:
+                done = self._undo(request, principal, {**asked, "dry_run": False})
+                if done is None:
                     return HttpResponseRedirect(session_url(saga_id))
-                return self._report_page(request, principal, detail, report, asked)
-        report = self._undo(request, principal, {**asked, "dry_run": True})
-        if report is None:
-            return HttpResponseRedirect(session_url(saga_id))
-        return self._report_page(request, principal, detail, report, asked)
+                return self._report_page(request, principal, detail, done, asked)
+        return self._report_page(request, principal, detail, plan, asked)
 
     def _undo(self, request: HttpRequest, principal: Principal, arguments: dict[str, Any]) -> dict[str, Any] | None:
         """The undo (or its dry run) as the operator; a refusal becomes an error message and None."""
@@ -116,13 +127,34 @@ class ProxySessionScreens(SagaScreens):
             heading=f"undo session {report['saga_id']}{undo_heading(report)}",
             summary=undo_summary(report),
             asked=asked,
-            would_change=any(item["verdict"] == "would_undo" for item in report["items"]),
+            plan=plan_digest(report),
+            counts=Counter(item["verdict"] for item in report["items"]),
+            undoable=detail.undoable,
         )
 
 
 def _refusal(asked: dict[str, Any], *, confirmed: bool) -> str:
     if not confirmed:
         return NOT_CONFIRMED
-    if asked["force"] and not asked["reason"]:
+    if asked["force"] and not _visible(asked["reason"]):
         return FORCE_NEEDS_A_REASON
+    if len(asked["reason"]) > MAX_UNDO_REASON_CHARS:
+        return (
+            f"The reason is {len(asked['reason'])} characters; keep it to {MAX_UNDO_REASON_CHARS} (say why, and put "
+            "the rest in your ticket). Nothing was undone."
+        )
     return ""
+
+
+def _visible(reason: str) -> bool:
+    """A reason someone can read: at least one character that is neither white space nor an invisible format
+    character (a zero-width space is not a reason)."""
+    return any(not ch.isspace() and unicodedata.category(ch) not in ("Cf", "Cc", "Zs") for ch in reason)
+
+
+def plan_digest(report: dict[str, Any]) -> str:
+    """What an operator confirms: each call's verdict and the inverse it would send, for these options. The undo
+    runs only if the plan computed when the confirmation arrives is the same, so a call the agent made since, or
+    another checkpoint, is shown before anything is undone."""
+    shown = [(item["step_id"], item["verdict"], item["inverse"]) for item in report["items"]]
+    return hashlib.sha256(json.dumps([report["checkpoint"], shown], sort_keys=True).encode()).hexdigest()
