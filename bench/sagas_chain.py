@@ -151,7 +151,7 @@ class SagaBench:
         """The journal names the process that started each step: embedded runs must be this process alone,
         Celery runs never this process; anything else (a stray sweeper re-sending nudges) would skew the figure."""
         from audit.models import AuditEvent
-        from sagas.coordinator.leases import worker_id
+        from sagas.coordinator._leases import worker_id
 
         starters = Counter(
             AuditEvent.objects.filter(saga_id__in=saga_ids, event_type="STEP_STARTED").values_list(

@@ -26,9 +26,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from sagas.protocols.a2a_http import build_http_app as build_a2a_app
+from sagas.protocols.a2a.http import build_http_app as build_a2a_app
 from sagas.protocols.body_limit import BodyLimit
-from sagas.protocols.mcp_http import build_http_app
+from sagas.protocols.mcp.http import build_http_app
 from sagas.protocols.proxy.http import PATH as PROXY_PATH
 from sagas.protocols.proxy.http import build_proxy_http_app
 
@@ -62,7 +62,7 @@ proxy = build_proxy_http_app(settings.SAGA_PROXY_CONFIG) if settings.SAGA_PROXY_
 
 @contextlib.asynccontextmanager
 async def lifespan(app: Starlette) -> AsyncIterator[None]:
-    from sagas.coordinator.nudges import uses_celery
+    from sagas.coordinator.execution.nudges import uses_celery
     from sagas.sweeper import EmbeddedSweeper
 
     await sync_to_async(_load_actions_file, thread_sensitive=False)()

@@ -159,8 +159,8 @@ SAGA_PG_PIPELINE: bool = env.bool("SAGA_PG_PIPELINE", default=True)
 # Seconds, fractions allowed (semantic-saga-mcp's --lease-seconds is a float); at least MIN_LEASE_SECONDS.
 SAGA_LEASE_SECONDS: float = env.float("SAGA_LEASE_SECONDS", default=30.0)
 # Renewals come every third of the lease (at least every 0.5 s) and a completion record retries for about 0.75 s
-# on a lost connection (sagas.coordinator._record_retry): at 2 s a lease survives one missed renewal plus a full
-# retry; below that one slow write would let a live worker's lease lapse. semantic-saga-mcp's CI runs with 2.
+# on a lost connection (sagas.coordinator.execution.record_retry): at 2 s a lease survives one missed renewal plus a
+# full retry; below that one slow write would let a live worker's lease lapse. semantic-saga-mcp's CI runs with 2.
 MIN_LEASE_SECONDS = 2.0
 # Sagas the recovery sweep takes per category per pass (semantic-saga-mcp's --recovery-limit); the next pass
 # continues. Larger passes recover a backlog sooner; smaller ones keep each pass short.
@@ -168,7 +168,7 @@ SAGA_RECOVERY_BATCH: int = env.int("SAGA_RECOVERY_BATCH", default=100)
 # Threads of the embedded in-process executor (independent ready nodes run concurrently up to this many).
 SAGA_EXECUTOR_THREADS: int = env.int("SAGA_EXECUTOR_THREADS", default=8)
 # Threads per process (Celery workers too) that run ready nodes claimed in a finishing node's own commit
-# (sagas.coordinator.fan_out); ready nodes beyond them are nudged to other workers. 0 = nudge every one.
+# (sagas.coordinator.execution.fan_out); ready nodes beyond them are nudged to other workers. 0 = nudge every one.
 SAGA_FAN_OUT_THREADS: int = env.int("SAGA_FAN_OUT_THREADS", default=16)
 # Threads that run MCP and A2A handlers' database work (sagas.protocols.orm): kept for the life of the process,
 # started only as concurrent calls need them. A call that waits for its nodes (run_ready_steps) holds one meanwhile.

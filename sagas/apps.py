@@ -16,7 +16,7 @@ class SagasConfig(AppConfig):
 class OperatorSagasConfig(SagasConfig):
     """The same app in an operator verb's lighter set-up (saga_project.operator_settings), without the Celery tasks:
     those verbs read rows or decide a held call and run nothing, so they load no Celery. A nudge sent from such a
-    process anyway is dropped with a warning, as one the broker refused is (sagas.coordinator.nudges): the
+    process anyway is dropped with a warning, as one the broker refused is (sagas.coordinator.execution.nudges): the
     recovery sweep of the process that runs the saga's work sends it again."""
 
     default = False

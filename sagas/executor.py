@@ -1,9 +1,10 @@
 """Performs one action call (forward or compensation), never inside a database transaction, and hosts the embedded
-executor's thread pool and the fan-out threads (sagas.coordinator.fan_out) of every process, Celery workers too.
+executor's thread pool and the fan-out threads (sagas.coordinator.execution.fan_out) of every process, Celery workers
+too.
 
 Failures become an `Outcome` instead of an exception so the coordinator can record them; an unexpected error in
 action code is treated as uncertain, because we cannot know how far it got before raising. Leases and their
-heartbeats are the coordinator's (sagas.coordinator.leases): it keeps the lease alive around the call.
+heartbeats are the coordinator's (sagas.coordinator._leases): it keeps the lease alive around the call.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def submit(job: Callable[[], Any]) -> None:
 
 
 def submit_fan_out(job: Callable[[], Any]) -> None:
-    """Run a node claimed in a finishing node's commit on this process's fan-out threads (sagas.coordinator.fan_out
-    reserves a thread before each claim, so a job never queues behind others)."""
+    """Run a node claimed in a finishing node's commit on this process's fan-out threads
+    (sagas.coordinator.execution.fan_out reserves a thread before each claim, so a job never queues behind others)."""
     global _fan_out_pool
     with _fan_out_lock:  # two threads' first fan-outs at once must not build two pools
         if _fan_out_pool is None:

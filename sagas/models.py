@@ -231,7 +231,7 @@ class Checkpoint(models.Model):
 
 class A2ATask(models.Model):
     """An A2A protocol task: a peer's handle on one command, kept for the SDK's TaskStore interface
-    (sagas.protocols.a2a_tasks). The protobuf Task is stored whole as protobuf-JSON in `task`; the columns beside
+    (sagas.protocols.a2a.task_store). The protobuf Task is stored whole as protobuf-JSON in `task`; the columns beside
     it serve lookups and the admin. Distinct from a saga: the task id is the protocol-level handoff, saga_id the
     transactional handle (one saga is usually driven by many tasks).
 
@@ -265,7 +265,7 @@ class A2ATask(models.Model):
 
 class McpTask(models.Model):
     """An MCP task: a client's durable handle on one request answered later (2025-11-25 experimental tasks and the
-    2026-07-28 `io.modelcontextprotocol/tasks` extension), written by sagas.protocols.mcp_tasks only. Protocol
+    2026-07-28 `io.modelcontextprotocol/tasks` extension), written by sagas.protocols.mcp.tasks only. Protocol
     state, not saga state: `saga_id`/`node_id` say what the task waits on (a held proxied call's node), and the
     coordinator decides that node through the operation table as for any other surface.
 

@@ -5,7 +5,7 @@ validate them like every other operation's arguments, and the coordinator (proxi
 
 - `SessionFacts`: what a client session is (proxy_session_open), kept in the session saga's `metadata.proxy`;
 - `CallFacts`: one proxied call's tool, its class and gate and how they were decided (proxy_call_begin, release,
-  withdraw), pinned into the step's contract snapshot (sagas.coordinator._proxy_contract);
+  withdraw), pinned into the step's contract snapshot (sagas.coordinator.proxy.contract);
 - `CallOutcome`: what the downstream did with a forwarded call (proxy_call_finish).
 
 They live below every layer that uses them and import nothing of ours.

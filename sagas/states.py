@@ -15,7 +15,7 @@ from django.db import models
 
 class SagaKind(models.TextChoices):
     """What a saga is. Set by the server when the saga begins, never by a caller: a proxy session is opened only by
-    the MCP proxy (sagas.coordinator.proxied_calls.proxy_session_open), and its rollback is the proxy's undo walk."""
+    the MCP proxy (sagas.coordinator.proxy.calls.proxy_session_open), and its rollback is the proxy's undo walk."""
 
     SAGA = "saga"
     PROXY_SESSION = "proxy_session"

@@ -1,6 +1,6 @@
 """The names of the Celery tasks of sagas.tasks, shared by the tasks that register them and the coordinator's
-nudges that send them (sagas.coordinator.nudges), so that neither imports the other. Queued messages and beat's
-schedule (settings.CELERY_BEAT_SCHEDULE) carry these names too: they never change."""
+nudges that send them (sagas.coordinator.execution.nudges), so that neither imports the other. Queued messages and
+beat's schedule (settings.CELERY_BEAT_SCHEDULE) carry these names too: they never change."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A message is a nudge, never the source of truth: each task re-reads state under 
 late or redelivered message finds nothing to do and returns. Only transient database errors are retried here;
 anything else is left to the recovery sweep (an attempt whose worker died is reclaimed when its lease expires).
 
-The coordinator sends these tasks by name (sagas.task_names, sagas.coordinator.nudges) and never imports this
+The coordinator sends these tasks by name (sagas.task_names, sagas.coordinator.execution.nudges) and never imports this
 module; each task imports the coordinator in its body, so registering the tasks does not load the coordinator.
 Without a broker the embedded executor runs these same functions in-process; SagasConfig.ready registers them in
 every process for that reason.

@@ -72,7 +72,7 @@ def hold(
         **facts,
     )
     session = coordinator.proxy_session_open(actor=actor, session=session_facts("held-call-test"))
-    begun = coordinator.proxied_call_begin(actor=actor, saga_id=session.id, call=call, arguments=arguments)
+    begun = coordinator.proxy_call_begin(actor=actor, saga_id=session.id, call=call, arguments=arguments)
     assert begun.outcome == "held", begun
     return Approval.objects.select_related("node").get(node_id=begun.node_id)
 

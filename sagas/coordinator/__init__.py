@@ -26,13 +26,13 @@ Invariants and the tests that pin them:
 
 from sagas.coordinator._proxied_journal import Begun
 from sagas.coordinator.approvals import node_approve
-from sagas.coordinator.held_calls import proxied_call_client_decide, proxied_call_release, proxied_call_withdraw
-from sagas.coordinator.immediate_steps import saga_step_execute
-from sagas.coordinator.node_attempts import node_execute
+from sagas.coordinator.execution.immediate_steps import saga_step_execute
+from sagas.coordinator.execution.node_attempts import node_execute
 from sagas.coordinator.nodes import node_plan, node_retry
 from sagas.coordinator.previews import saga_promote
-from sagas.coordinator.proxied_calls import proxied_call_begin, proxied_call_finish, proxy_session_open
-from sagas.coordinator.proxy_undo import UndoReport, proxy_session_undo
+from sagas.coordinator.proxy.calls import proxy_call_begin, proxy_call_finish, proxy_session_open
+from sagas.coordinator.proxy.held_calls import proxy_call_client_decide, proxy_call_release, proxy_call_withdraw
+from sagas.coordinator.proxy.undo import UndoReport, proxy_session_undo
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
 from sagas.coordinator.runs import RunReport, run_report, saga_run_ready, saga_run_stop
@@ -47,11 +47,11 @@ __all__ = [
     "node_execute",
     "node_plan",
     "node_retry",
-    "proxied_call_begin",
-    "proxied_call_client_decide",
-    "proxied_call_finish",
-    "proxied_call_release",
-    "proxied_call_withdraw",
+    "proxy_call_begin",
+    "proxy_call_client_decide",
+    "proxy_call_finish",
+    "proxy_call_release",
+    "proxy_call_withdraw",
     "proxy_session_open",
     "proxy_session_undo",
     "run_report",

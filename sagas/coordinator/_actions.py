@@ -14,6 +14,10 @@ from registry.models import ActionDefinition
 from registry.selectors import action_get
 from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, NotFound, SagaError
+from sagas.models import Saga
+
+# The action id of a proxied call's node or step: proxy.<server>.<tool> (sagas.coordinator.proxy.contract).
+PROXY_ACTION_PREFIX = "proxy."
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,11 @@ class Pinned:
     @property
     def policy(self) -> dict[str, Any]:
         return resolved_execution_policy(self.definition)
+
+
+def is_proxied_action(saga: Saga, action: str) -> bool:
+    """A node or step of a proxy session that the proxy itself runs: never claimed by an executor."""
+    return action.startswith(PROXY_ACTION_PREFIX) and saga.is_proxy_session
 
 
 def resolve(action: object, version: object = None) -> Pinned:

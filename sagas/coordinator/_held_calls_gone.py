@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from audit.models import EventType as E
 from sagas.coordinator._actions import Pinned
+from sagas.coordinator._leases import RELEASED
 from sagas.coordinator._proxied_journal import pinned_facts, refuse
 from sagas.coordinator._tx import Tx
 from sagas.models import Node
@@ -71,7 +72,7 @@ def abandon(tx: Tx, node: Node, *, unclaimed: bool = False) -> None:
         tx.transition(node, NodeStatus.REJECTED, error=error)
     elif node.status == NodeStatus.READY:
         tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error=error)
-    tx.update(node, lease_owner="", lease_expires_at=None)
+    tx.update(node, **RELEASED)
     told, audit = pinned_facts(snapshot.get("proxy", {}))
     pinned = Pinned(node.action, node.action_version, node.action_definition_hash, snapshot)
     refuse(tx, pinned, dict(node.input or {}), code=code, reason=why, facts=told, audit=audit, node=node)

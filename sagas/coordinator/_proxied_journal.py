@@ -9,7 +9,7 @@ from typing import Any
 
 from audit.models import EventType as E
 from sagas.coordinator._actions import Pinned
-from sagas.coordinator._attempts import journal_step
+from sagas.coordinator._steps import journal_step
 from sagas.coordinator._tx import Tx
 from sagas.models import Node
 from sagas.states import StepStatus

@@ -1,6 +1,6 @@
 """The undo walk of a proxy session: what every rollback of a proxy session runs, whoever runs it.
 
-`semantic-saga undo` (sagas.coordinator.proxy_undo) runs it first; the rollback runner (sagas.coordinator.rollback
+`semantic-saga undo` (sagas.coordinator.proxy.undo) runs it first; the rollback runner (sagas.coordinator.rollback
 `_run`) runs it for a proxy session too, so a walk resumed after its process died (the recovery sweep, a worker's
 nudge), the sweeper's retry of a ROLLBACK_FAILED session and the saga's rollback operation (console, REST, MCP,
 A2A) all unwind it the same way: R inverses run with `<step id>:rollback`, C and I calls, and R calls whose inverse
@@ -26,9 +26,9 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
-from sagas.coordinator._compensation import compensate, fail, runner_lost
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import Drift, drift
+from sagas.coordinator.compensation import compensate, fail, runner_lost
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
 from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, proxy_section, verdict_of

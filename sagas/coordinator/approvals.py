@@ -19,11 +19,12 @@ from audit.models import EventType as E
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, authorize
-from sagas.coordinator import _graph, _held_calls_gone, _policy
+from sagas.coordinator import _graph, _held_calls_gone
+from sagas.coordinator import policy as _policy
+from sagas.coordinator._actions import is_proxied_action
 from sagas.coordinator._approval_requests import request_approval as request_approval  # re-exported
 from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._guards import find_node, require_status
-from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node

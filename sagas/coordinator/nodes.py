@@ -1,6 +1,6 @@
 """Workflow nodes: plan a version-pinned node into the saga's DAG, and return a stopped node to scheduling (retry).
 
-Deciding a node's approval is in sagas.coordinator.approvals; running it in sagas.coordinator.node_attempts.
+Deciding a node's approval is in sagas.coordinator.approvals; running it in sagas.coordinator.execution.node_attempts.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import Any
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
-from sagas.coordinator import _actions, _graph, _policy
+from sagas.coordinator import _actions, _graph
+from sagas.coordinator import policy as _policy
+from sagas.coordinator._actions import is_proxied_action
 from sagas.coordinator._guards import find_node, require_status
-from sagas.coordinator._proxy_contract import is_proxied_action
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
 from sagas.errors import InvalidInput, InvalidTransition, SagaError

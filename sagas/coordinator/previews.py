@@ -18,7 +18,8 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from registry.dry_requests import preview_request
 from registry.errors import ActionFailure
-from sagas.coordinator import _actions, _policy
+from sagas.coordinator import _actions
+from sagas.coordinator import policy as _policy
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.nodes import node_plan
 from sagas.coordinator.sagas import saga_begin

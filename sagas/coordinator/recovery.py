@@ -37,10 +37,12 @@ from django.utils import timezone
 from audit import telemetry
 from audit.models import EventType as E
 from registry.contracts import resolved_execution_policy
-from sagas.coordinator import _graph, _held_calls_gone, nudges
-from sagas.coordinator._attempts import apply_failure_mode
-from sagas.coordinator._ready_queries import capacity, executing_count, ready_due
+from sagas.coordinator import _graph, _held_calls_gone
+from sagas.coordinator._leases import RELEASED
 from sagas.coordinator._tx import Tx, system_saga_tx
+from sagas.coordinator.execution import nudges
+from sagas.coordinator.execution.attempts import apply_failure_mode
+from sagas.coordinator.execution.ready_queries import capacity, executing_count, ready_due
 from sagas.coordinator.rollback import saga_rollback_resume
 from sagas.models import McpTask, Node, Saga, Step
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
@@ -228,8 +230,7 @@ def _recover_immediate(saga_id: uuid.UUID, report: RecoveryReport) -> None:
                 error=error,
                 uncertain_outcome=True,
                 fence_token=step.fence_token + 1,
-                lease_owner="",
-                lease_expires_at=None,
+                **RELEASED,
             )
             apply_failure_mode(tx, str(policy["failure_mode"]), {**error, "step_id": str(step.id)})
             report.steps_recovered += 1

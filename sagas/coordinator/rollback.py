@@ -1,6 +1,6 @@
 """Rollback: unwind a saga by compensating its journaled steps newest-first from their persisted contract snapshots.
 
-The rollback runner holds a fenced lease on the saga row (kept alive by sagas.coordinator.leases.heartbeat while
+The rollback runner holds a fenced lease on the saga row (kept alive by sagas.coordinator._leases.heartbeat while
 it runs), so a crashed runner is resumed by the recovery sweep and two runners never compensate one saga.
 
 Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
@@ -9,7 +9,7 @@ Invariants (tests/sagas/test_compensation.py, test_versioned_compensation.py):
 - COMPENSATED is terminal, and the claim is a compare-and-set, so no step is ever compensated twice;
 - one failed compensation never stops the others; the saga ends ROLLBACK_FAILED with every failure listed.
 
-One step's compensation (claim, call, record) is sagas.coordinator._compensation. A proxy session is unwound by its
+One step's compensation (claim, call, record) is sagas.coordinator.compensation. A proxy session is unwound by its
 undo walk instead (sagas.coordinator._undo_walk, chosen in `_run`), whoever runs the rollback: C and I calls listed,
 not failed, the drift check, the first failure stopping the walk, the options its undo recorded
 (tests/proxy/test_undo_resume.py).
@@ -31,10 +31,10 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal, system_principal
 from governance.identity.rbac import EXECUTE, authorize
 from registry.contracts import backoff_seconds
-from sagas.coordinator import _policy, _undo_walk
-from sagas.coordinator._compensation import compensate, runner_lost
+from sagas.coordinator import _undo_walk, policy
+from sagas.coordinator._leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.coordinator._tx import Tx, locked_saga
-from sagas.coordinator.leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
+from sagas.coordinator.compensation import compensate, runner_lost
 from sagas.errors import InvalidTransition
 from sagas.models import Node, Saga, Step
 from sagas.selectors.scope import parse_uuid
@@ -113,7 +113,7 @@ def _request(actor: Principal, saga_id: object, note: Callable[[Tx], None] | Non
                 "back. Nothing was changed."
                 + (" Undo committed work with a new saga." if saga.status == SagaStatus.COMMITTED else ""),
             )
-        _policy.safety_override(tx, "rollback")
+        policy.safety_override(tx, "rollback")
         if saga.status in (SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED):
             error = {"code": "ROLLBACK_REQUESTED", "message": f"Rollback requested by {actor.principal_id}."}
             tx.transition(saga, SagaStatus.FAILED, event=E.ROLLBACK_REQUESTED, error=error, run_steps_left=0)

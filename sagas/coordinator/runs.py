@@ -2,7 +2,7 @@
 
 A run is data on the saga row (`run_max_parallel`, `run_steps_left`, who asked), so any worker, in any process,
 can continue it: after each outcome the worker that recorded it claims or nudges the nodes that became ready
-(sagas.coordinator.node_attempts.dispatch_ready). The caller here only waits and reports what it sees.
+(sagas.coordinator.execution.node_attempts.dispatch_ready). The caller here only waits and reports what it sees.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from django.utils import timezone
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
-from sagas.coordinator import _policy
-from sagas.coordinator._run_changes import RUN_CHANGES
+from sagas.coordinator import policy
 from sagas.coordinator._tx import Refusal, locked_saga
-from sagas.coordinator.node_attempts import dispatch_ready
+from sagas.coordinator.execution.node_attempts import dispatch_ready
+from sagas.coordinator.execution.run_changes import RUN_CHANGES
 from sagas.coordinator.previews import dry_run_nodes
 from sagas.coordinator.quotas import check_concurrent_runs
 from sagas.errors import InvalidInput, InvalidTransition
@@ -107,12 +107,12 @@ def saga_run_ready(
                 "SAGA_NOT_ACTIVE",
                 f"Saga {tx.saga.id} is {tx.saga.status}; running steps needs ACTIVE. Nothing ran.{hint}",
             )
-        if stop := _policy.kill_switch_stop(tx, "running ready steps"):
+        if stop := policy.kill_switch_stop(tx, "running ready steps"):
             raise Refusal(stop)
         check_concurrent_runs(actor, tx.saga.id)
-        decision = _policy.decide(tx, "run", requested_parallel=max_parallel)
+        decision = policy.decide(tx, "run", requested_parallel=max_parallel)
         if not decision.allowed:
-            raise Refusal(_policy.refusal(decision, f"running saga {tx.saga.id}"))
+            raise Refusal(policy.refusal(decision, f"running saga {tx.saga.id}"))
         tx.update(
             tx.saga,
             run_max_parallel=max_parallel,

@@ -12,7 +12,8 @@ from audit.models import EventType as E
 from governance import kill_switch
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, EXECUTE, authorize
-from sagas.coordinator import _policy, gates, quotas
+from sagas.coordinator import _gates as gates
+from sagas.coordinator import policy, quotas
 from sagas.coordinator._deciders import not_a_person
 from sagas.coordinator._tx import Refusal, locked_saga, new_saga_tx
 from sagas.coordinator.sql import statements
@@ -171,7 +172,7 @@ def saga_commit(*, actor: Principal, saga_id: object) -> Saga:
                 f"Commit refused: {bad_steps} immediate step(s) did not complete. Nothing was committed. "
                 "Roll the saga back.",
             )
-        if not (decision := _policy.decide(tx, "commit")).allowed:
-            raise Refusal(_policy.refusal(decision, f"committing saga {saga.id}"))
+        if not (decision := policy.decide(tx, "commit")).allowed:
+            raise Refusal(policy.refusal(decision, f"committing saga {saga.id}"))
         tx.transition(saga, SagaStatus.COMMITTED, event=E.SAGA_COMMITTED, error=None)
     return saga

@@ -1,7 +1,7 @@
 """The proxy's operations: surface-less entries of the operation table (no MCP tool of our own server, no A2A
 operation, no REST route) that the MCP proxy (sagas.protocols.proxy.durable) invokes for every tools/call it
 journals. They go through `invoke` like every other operation, so RBAC is checked once here and again in the
-coordinator (sagas.coordinator.proxied_calls and held_calls); docs/proxy.md, "How a call is journaled".
+coordinator (sagas.coordinator.proxy.calls and held_calls); docs/proxy.md, "How a call is journaled".
 """
 
 from __future__ import annotations
@@ -93,37 +93,35 @@ def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
 
 
 def call_begin(actor: Principal, a: CallBeginArgs) -> dict[str, Any]:
-    begun = coordinator.proxied_call_begin(
+    begun = coordinator.proxy_call_begin(
         actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id
     )
     return dataclasses.asdict(begun)
 
 
 def call_release(actor: Principal, a: HeldCallArgs) -> dict[str, Any]:
-    begun = coordinator.proxied_call_release(
+    begun = coordinator.proxy_call_release(
         actor=actor, saga_id=a.saga_id, node_id=a.node_id, call=a.call, arguments=a.arguments
     )
     return dataclasses.asdict(begun)
 
 
 def call_withdraw(actor: Principal, a: WithdrawArgs) -> dict[str, Any]:
-    begun = coordinator.proxied_call_withdraw(
+    begun = coordinator.proxy_call_withdraw(
         actor=actor, saga_id=a.saga_id, node_id=a.node_id, why=a.why, call=a.call, arguments=a.arguments
     )
     return dataclasses.asdict(begun)
 
 
 def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
-    step = coordinator.proxied_call_finish(
+    step = coordinator.proxy_call_finish(
         actor=actor, saga_id=a.saga_id, step_id=a.step_id, fence=a.fence, outcome=a.outcome
     )
     return {"step_id": str(step.id), "status": step.status}
 
 
 def client_decision(actor: Principal, a: ClientDecisionArgs) -> dict[str, Any]:
-    node = coordinator.proxied_call_client_decide(
-        actor=actor, saga_id=a.saga_id, node_id=a.node_id, approved=a.approved
-    )
+    node = coordinator.proxy_call_client_decide(actor=actor, saga_id=a.saga_id, node_id=a.node_id, approved=a.approved)
     return {"node_id": str(node.id), "status": node.status}
 
 

@@ -1,5 +1,5 @@
 """Undo of an MCP proxy session: a surface-less entry of the operation table that `semantic-saga undo` invokes
-(sagas.coordinator.proxy_undo walks the session; docs/proxy.md, "Undo")."""
+(sagas.coordinator.proxy.undo walks the session; docs/proxy.md, "Undo")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A run followed from outside the request that started it: surface-less entries of the operation table (no MCP
-tool, no A2A operation, no REST route) that the MCP task of a run_ready_steps call (sagas.protocols.saga_tasks)
+tool, no A2A operation, no REST route) that the MCP task of a run_ready_steps call (sagas.protocols.mcp.saga_tasks)
 invokes. `get_saga_run` reads how the run stands without starting anything (run_ready_steps would re-budget and
 nudge); `stop_saga_run` withdraws the run's remaining budget when its task is cancelled.
 """

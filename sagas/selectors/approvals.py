@@ -229,7 +229,7 @@ def _contracts(nodes: list[Node]) -> dict[tuple[str, str], dict[str, Any]]:
 
 def _held_proxied_calls(nodes: list[Node]) -> dict[tuple[str, str], dict[str, Any]]:
     """A call held by the MCP proxy has no registry row: what the approver judges comes from its planning's audit
-    facts (server, tool, class, gate), as the contract its step will pin says it (sagas.coordinator._proxy_contract)."""
+    facts (server, tool, class, gate), as the contract its step will pin says it (sagas.coordinator.proxy.contract)."""
     held = {str(n.id): n for n in nodes if n.action.startswith(PROXY_PREFIX) and (n.key or "").startswith(HELD_KEY)}
     if not held:
         return {}

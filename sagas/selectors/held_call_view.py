@@ -2,7 +2,7 @@
 it was decided, the gate and why), what the class means and what an undo could do about it, and the tool's
 definition as the deployment pinned it (with the one its server lists now, when that differs).
 
-Everything comes from the snapshot the held call's approval binds (sagas.coordinator._proxy_contract: the derived
+Everything comes from the snapshot the held call's approval binds (sagas.coordinator.proxy.contract: the derived
 contract plus its `proxy` section) and from the tool pins (registry.models.ToolPin), read once for all held calls
 of a page. Nothing is stored for it. The class texts are registry.tool_classes.CLASS_MEANING, the one table.
 """

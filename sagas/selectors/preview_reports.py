@@ -113,7 +113,7 @@ def _item(step: Step) -> dict[str, Any]:
         "budget": verdict.get("budget"),
         "request": verdict.get("request"),
         "has_compensation": has_compensation(step.action_definition) if step.action_definition else False,
-        # Proxied calls: the Sagaz class and the gate the call would have met (sagas.coordinator.proxied_calls).
+        # Proxied calls: the Sagaz class and the gate the call would have met (sagas.coordinator.proxy.calls).
         "proxy": verdict.get("proxy"),
     }
 

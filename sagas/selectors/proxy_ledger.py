@@ -1,6 +1,6 @@
 """The MCP proxy's ledger as an operator reads it (`semantic-saga ledger`, `status`, `undo`): one row per proxied
 call of a session, and a line per session. Every proxied call is a step of its session's saga whose snapshot holds
-a `proxy` section (sagas.coordinator._proxy_contract); nothing here is stored twice.
+a `proxy` section (sagas.coordinator.proxy.contract); nothing here is stored twice.
 """
 
 from __future__ import annotations

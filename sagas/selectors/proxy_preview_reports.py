@@ -1,6 +1,6 @@
 """The preview report of a proxy session run dry (`semantic-saga proxy --preview`; docs/proxy.md, "Preview").
 
-A proxy session in preview forwards its reads and records every other call DRY (sagas.coordinator.proxied_calls).
+A proxy session in preview forwards its reads and records every other call DRY (sagas.coordinator.proxy.calls).
 Its report speaks the proxy's vocabulary: calls are grouped by their Sagaz class (I, unknown, C, R, read: most
 dangerous first), each group with its tools (`server/tool`) and the gates the calls would have met outside
 preview. The would-have gate follows the order a live call is decided in: the proxy's gate `block` (or `hide`)
@@ -72,7 +72,7 @@ def _facts(step: Step) -> dict[str, str]:
 
 
 def _would_gate(facts: dict[str, str], item: dict[str, Any]) -> tuple[str, str, str]:
-    """(gate, what decided a block, why), in the order proxied_call_begin decides a live call."""
+    """(gate, what decided a block, why), in the order proxy_call_begin decides a live call."""
     policy = str(item.get("policy_effect", "allow"))
     rules = ", ".join(item.get("matched_rules") or []) or "default"
     if facts["gate"] in ("block", "hide"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
 
 from sagas.models import A2ATask
-from sagas.protocols.a2a_tasks import _save
+from sagas.protocols.a2a.task_store import _save
 from tests.admin.test_readonly_admin import _login
 
 

@@ -34,10 +34,10 @@ def _session(client: str = "claude-code", calls: list[tuple[str, str, dict[str, 
     session = coordinator.proxy_session_open(actor=AGENT, session=session_facts(client))
     for tool, effect_class, arguments in calls:
         call = call_facts(tool, effect_class=effect_class, **facts)
-        begun = coordinator.proxied_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
+        begun = coordinator.proxy_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
         if begun.outcome == "forward":
             outcome = answered(result={"structuredContent": {"ok": True}}, duration_ms=4.0)
-            coordinator.proxied_call_finish(
+            coordinator.proxy_call_finish(
                 actor=AGENT, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=outcome
             )
     return session

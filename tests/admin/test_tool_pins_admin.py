@@ -75,6 +75,6 @@ def test_the_approval_queue_shows_a_held_calls_changed_definition(login: Login, 
         definition_changes=changes,
         gate_source="definition_changed",
     )
-    coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments={"key": "admin"})
+    coordinator.proxy_call_begin(actor=agent, saga_id=session.id, call=call, arguments={"key": "admin"})
     queue = login("oscar").get("/admin/sagas/saga/approvals/").content.decode()
     assert "definition changed" in queue and "annotations: added" in queue

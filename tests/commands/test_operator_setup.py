@@ -15,7 +15,7 @@ from celery import current_app
 from django.apps import apps
 
 from sagas.apps import SagasConfig
-from sagas.coordinator import nudges
+from sagas.coordinator.execution import nudges
 from sagas.task_names import NODE_EXECUTE_TASK
 from tests.commands.test_zero_setup import bare_env
 
@@ -32,7 +32,7 @@ HEAVY = (
     "httpx",
     "jsonschema",
     "regopy",
-    "sagas.protocols.mcp",
+    "sagas.protocols.mcp.server",
 )
 MODULES_MARK = "LOADED-MODULES:"
 # Prints what the process loaded, once the command has run (whatever its exit status).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator.leases import worker_id
+from sagas.coordinator._leases import worker_id
 from sagas.models import Node
 from sagas.states import NodeStatus, SagaStatus
 from tests.contracts import http_contract, register

@@ -10,7 +10,7 @@ from a2a.types.a2a_pb2 import Message, Part, Role
 from a2a.utils.errors import ContentTypeNotSupportedError, InvalidParamsError
 
 from sagas.operations.arguments import PlanArgs, RunArgs
-from sagas.protocols.a2a import parse_command
+from sagas.protocols.a2a.commands import parse_command
 
 
 def _message(command: object, context_id: str = "") -> Message:

@@ -14,7 +14,7 @@ from a2a.types.a2a_pb2 import GetTaskRequest, ListTasksRequest, Task
 from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 
 from sagas.models import A2ATask
-from sagas.protocols.a2a_gates import REQUESTER_KEY
+from sagas.protocols.a2a.gates import REQUESTER_KEY
 from tests.contracts import http_contract, register
 from tests.httpserver import RecordingHTTPServer
 from tests.protocols.a2a_client import COMPLETED, INPUT_REQUIRED, REJECTED, Peer, connect, reason, result

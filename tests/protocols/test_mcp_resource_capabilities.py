@@ -1,10 +1,10 @@
-"""The capabilities correction the MCP server applies (sagas.protocols.mcp_resources.capabilities), both eras."""
+"""The capabilities correction the MCP server applies (sagas.protocols.mcp.resources.capabilities), both eras."""
 
 from __future__ import annotations
 
 import mcp.types as types
 
-from sagas.protocols.mcp_resources.capabilities import as_implemented
+from sagas.protocols.mcp.resources.capabilities import as_implemented
 
 
 def derived(list_changed: bool) -> types.ServerCapabilities:

@@ -1,14 +1,17 @@
-"""ORM units of MCP and A2A handlers run on long-lived threads (sagas.protocols.orm): consecutive calls reuse a
-waiting thread instead of starting one each, concurrent ones get threads of their own, and the caller's context
-(its trace span) travels with each unit."""
+"""ORM units of MCP and A2A handlers (sagas.protocols.orm.run_orm), as a handler sees them: each runs off the event
+loop's thread with the caller's context (its trace span), concurrent units run side by side, and however many a
+burst of requests sends, no more than SAGA_ORM_THREADS run at once or threads are used: the rest wait their turn
+and all of them finish."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import threading
+import time
 
-from sagas.protocols import orm
+from django.conf import settings
+
 from sagas.protocols.orm import run_orm
 
 REQUEST = contextvars.ContextVar("request", default="none")
@@ -18,21 +21,17 @@ def _where() -> tuple[int, str]:
     return threading.get_ident(), REQUEST.get()
 
 
-def test_consecutive_units_reuse_a_thread_and_see_the_callers_context() -> None:
-    async def calls() -> list[tuple[int, str]]:
+def test_each_unit_runs_off_the_event_loop_with_the_callers_context() -> None:
+    async def calls() -> tuple[int, list[tuple[int, str]]]:
         seen = []
         for n in range(20):
             REQUEST.set(f"call-{n}")
             seen.append(await run_orm(_where))
-        return seen
+        return threading.get_ident(), seen
 
-    seen = asyncio.run(calls())
+    loop_thread, seen = asyncio.run(calls())
     assert [context for _, context in seen] == [f"call-{n}" for n in range(20)]
-    # Threads are reused, not started per call. (A call that follows its predecessor within microseconds can find
-    # the thread not yet back to idle and start one more, once, up to the pool's bound: hence not exactly one.)
-    assert len({thread for thread, _ in seen}) < 10
-    assert len(orm._pool()._threads) <= orm._pool()._max_workers
-    assert threading.get_ident() not in {thread for thread, _ in seen}  # never on the event loop's thread
+    assert loop_thread not in {thread for thread, _ in seen}
 
 
 def test_concurrent_units_run_at_the_same_time() -> None:
@@ -46,3 +45,26 @@ def test_concurrent_units_run_at_the_same_time() -> None:
         return list(await asyncio.gather(*(run_orm(meet) for _ in range(3))))
 
     assert len(set(asyncio.run(together()))) == 3
+
+
+def test_a_burst_beyond_the_bound_waits_its_turn_and_every_unit_finishes() -> None:
+    bound = settings.SAGA_ORM_THREADS
+    lock = threading.Lock()
+    running, most, threads = 0, 0, set()
+
+    def unit(n: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+            threads.add(threading.get_ident())
+        time.sleep(0.01)  # long enough for the burst to pile up behind the bound
+        with lock:
+            running -= 1
+        return n
+
+    async def burst() -> list[int]:
+        return list(await asyncio.gather(*(run_orm(unit, n) for n in range(bound * 3))))
+
+    assert asyncio.run(burst()) == list(range(bound * 3))
+    assert most <= bound and len(threads) <= bound

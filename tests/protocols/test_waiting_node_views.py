@@ -1,6 +1,6 @@
 """A waiting node over MCP and A2A carries what its approver judges, and still matches the advertised schemas.
 
-In process: the MCP call goes through sagas.protocols.mcp.call_tool (validation, RBAC, handler, result shaping,
+In process: the MCP call goes through sagas.protocols.mcp.server.call_tool (validation, RBAC, handler, result shaping,
 the structured content a client gets) and the A2A command through the operation table's run_command, both without
 a transport; the transports themselves are covered by test_mcp_http.py and test_a2a_commands.py.
 """
@@ -14,7 +14,8 @@ import jsonschema
 
 from governance.identity.principal import Principal
 from sagas.operations.table import OPERATIONS
-from sagas.protocols import a2a, mcp
+from sagas.protocols.a2a.commands import commands as a2a
+from sagas.protocols.mcp.server import server as mcp
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge
 from tests.httpserver import RecordingHTTPServer
 

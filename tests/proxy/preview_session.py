@@ -60,10 +60,10 @@ def dry_proxy_session() -> Saga:
     session = coordinator.proxy_session_open(actor=ACTOR, session=session_facts("preview-test"), preview=True)
     for tool, effect_class, source, gate, reason, arguments in CALLS:
         call = _call(tool, effect_class, source, gate, reason)
-        begun = coordinator.proxied_call_begin(actor=ACTOR, saga_id=session.id, call=call, arguments=arguments)
+        begun = coordinator.proxy_call_begin(actor=ACTOR, saga_id=session.id, call=call, arguments=arguments)
         if begun.outcome == "forward":
             answer = answered(result={"structuredContent": {"items": []}}, duration_ms=3.0)
-            coordinator.proxied_call_finish(
+            coordinator.proxy_call_finish(
                 actor=ACTOR, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=answer
             )
     return session

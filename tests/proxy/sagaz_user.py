@@ -61,7 +61,7 @@ def live_session(
     session = coordinator.proxy_session_open(actor=AGENT, session=session_facts("sagaz-user"))
     for tool, effect_class, arguments, answer, pre_state in calls:
         call = call_facts(tool, effect_class=effect_class, class_source="rule", class_reason=f"{tool}: a rule says so")
-        begun = coordinator.proxied_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
+        begun = coordinator.proxy_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
         done = CallOutcome(
             kind="answered",
             result=answer,
@@ -70,7 +70,7 @@ def live_session(
             pre_state=pre_state,
             **outcome,
         )
-        coordinator.proxied_call_finish(
+        coordinator.proxy_call_finish(
             actor=AGENT, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=done
         )
     return session
@@ -80,5 +80,5 @@ def held_call(tool: str = "transfer_funds", **arguments: Any) -> Node:
     """A call the proxy holds for a person (class I, gate confirm), in a session of its own."""
     session = coordinator.proxy_session_open(actor=AGENT, session=session_facts("sagaz-user"))
     call = call_facts(tool, effect_class="I", gate="confirm")
-    begun = coordinator.proxied_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
+    begun = coordinator.proxy_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments=arguments)
     return Node.objects.get(pk=begun.node_id)

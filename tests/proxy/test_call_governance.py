@@ -102,10 +102,10 @@ def test_policy_can_refuse_a_tool_whose_definition_changed_since_the_session_beg
     use_policy([{"id": "rug-pull", "effect": "deny", "match": {"definition_changed": True}}])
     session = coordinator.proxy_session_open(actor=ADMIN, session=session_facts())
     call = call_facts("list_contacts", class_source="annotation")
-    same = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
-    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=same.step_id, fence=1, outcome=answered())
+    same = coordinator.proxy_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    coordinator.proxy_call_finish(actor=ADMIN, saga_id=session.id, step_id=same.step_id, fence=1, outcome=answered())
     changed = call.model_copy(update={"pinned_definition_hash": "a" * 64, "definition_changed": True})
-    refused = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
+    refused = coordinator.proxy_call_begin(actor=ADMIN, saga_id=session.id, call=changed, arguments={})
     assert same.outcome == "forward" and refused.outcome == "refused" and refused.code == "POLICY_DENIED"
     assert Step.objects.get(pk=refused.step_id).action_definition["proxy"]["definition_changed"] is True
 
@@ -212,10 +212,10 @@ def test_a_tenant_budget_refuses_a_proxied_call_as_it_does_a_registered_action(u
     use_policy([], budgets={"max_steps_per_saga": 1})
     session = coordinator.proxy_session_open(actor=ADMIN, session=session_facts())
     call = call_facts("list_contacts")
-    first = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
-    second = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    first = coordinator.proxy_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
+    second = coordinator.proxy_call_begin(actor=ADMIN, saga_id=session.id, call=call, arguments={})
     assert first.outcome == "forward"
-    coordinator.proxied_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=answered())
+    coordinator.proxy_call_finish(actor=ADMIN, saga_id=session.id, step_id=first.step_id, fence=1, outcome=answered())
     assert second.outcome == "refused" and second.code == "POLICY_DENIED" and "max_steps_per_saga" in second.reason
 
 
@@ -225,10 +225,10 @@ def test_a_read_sent_before_a_kill_switch_is_journaled_as_it_happened_and_the_ne
     sent_id = uuid.uuid4()
     # when a kill switch is engaged before its journal line is written
     kill_switch_engage(actor=ADMIN, reason="incident 43")
-    behind = coordinator.proxied_call_begin(
+    behind = coordinator.proxy_call_begin(
         actor=ADMIN, saga_id=session.id, call=call_facts("list_items"), arguments={}, step_id=sent_id
     )
-    ahead = coordinator.proxied_call_begin(actor=ADMIN, saga_id=session.id, call=call_facts("list_items"), arguments={})
+    ahead = coordinator.proxy_call_begin(actor=ADMIN, saga_id=session.id, call=call_facts("list_items"), arguments={})
     # then the sent read's step says it went out, under the id it carried; a call after the switch is refused
     assert (behind.outcome, behind.step_id) == ("forward", str(sent_id))
     assert (ahead.outcome, ahead.code) == ("refused", "KILL_SWITCH_ENGAGED")

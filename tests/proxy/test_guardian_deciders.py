@@ -135,7 +135,7 @@ def _held_in_process() -> Node:
     agent = local_agent("mcp-proxy-stdio", "acme")
     session = coordinator.proxy_session_open(actor=agent, session=session_facts())
     call = call_facts("purge_cache", effect_class="I", gate="confirm")
-    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments={"scope": "all"})
+    begun = coordinator.proxy_call_begin(actor=agent, saga_id=session.id, call=call, arguments={"scope": "all"})
     return Node.objects.get(pk=begun.node_id)
 
 
@@ -161,7 +161,7 @@ def test_no_agent_surface_and_no_unauthenticated_caller_decides_a_held_call():
 
 def test_committing_a_proxy_session_is_a_persons_decision_not_the_agents():
     node = _held_in_process()
-    coordinator.proxied_call_withdraw(
+    coordinator.proxy_call_withdraw(
         actor=local_agent("mcp-proxy-stdio", "acme"),
         saga_id=node.saga_id,
         node_id=node.id,
@@ -191,7 +191,7 @@ def test_the_approver_sees_every_argument_and_what_changed_in_the_definition():
         "send_email", effect_class="C", gate="confirm", definition_changed=True, definition_changes=changes
     )
     arguments = {"body": "x" * 3000, "subject": "Hi", "to": "attacker@evil.example"}
-    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments=arguments)
+    begun = coordinator.proxy_call_begin(actor=agent, saga_id=session.id, call=call, arguments=arguments)
     shown = at_terminal("approve", begun.node_id, "--by", "olga", answer="no")
     # a long body does not push the recipient out of sight, and the clipping is said
     assert 'to: "attacker@evil.example"' in shown.stdout and "[2502 more characters]" in shown.stdout
@@ -205,12 +205,12 @@ def test_a_call_whose_rule_asks_only_the_client_is_not_decided_by_operators():
     agent = local_agent("mcp-proxy-stdio", "acme")
     session = coordinator.proxy_session_open(actor=agent, session=session_facts())
     call = call_facts("purge_cache", effect_class="I", gate="confirm", approvers="client")
-    begun = coordinator.proxied_call_begin(actor=agent, saga_id=session.id, call=call, arguments={})
+    begun = coordinator.proxy_call_begin(actor=agent, saga_id=session.id, call=call, arguments={})
     arguments = {"saga_id": str(session.id), "node_id": begun.node_id}
     with pytest.raises(ServiceError) as refused:
         invoke(OPERATIONS["approve_saga_step"], make_principal("olga", "acme", "operator"), arguments)
     assert refused.value.code == "DECIDED_AT_CLIENT"
     # the person at the client decides it (what the proxy records from the elicitation's answer)
-    coordinator.proxied_call_client_decide(actor=agent, saga_id=session.id, node_id=begun.node_id, approved=True)
+    coordinator.proxy_call_client_decide(actor=agent, saga_id=session.id, node_id=begun.node_id, approved=True)
     approval = Node.objects.get(pk=begun.node_id).approvals.get()
     assert approval.status == "APPROVED" and approval.decided_by == "client:local-agent"

@@ -1,4 +1,5 @@
-"""Fan-out without broker hops (sagas.coordinator.fan_out): the ready dependants of a finishing node are claimed in
+"""Fan-out without broker hops (sagas.coordinator.execution.fan_out): the ready dependants of a finishing node are
+claimed in
 its commit, one for the finishing thread and one per free fan-out thread of this process, within the run's capacity;
 only those beyond are nudged. Every such claim is an ordinary claim: leased, fenced, checked and audited."""
 
@@ -17,8 +18,8 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.kill_switch import kill_switch_engage
 from sagas import coordinator
-from sagas.coordinator import fan_out, node_attempts, nudges
-from sagas.coordinator.leases import worker_id
+from sagas.coordinator._leases import worker_id
+from sagas.coordinator.execution import fan_out, node_attempts, nudges
 from sagas.executor import Outcome
 from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus, SagaStatus, StepStatus

@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator import fan_out, node_attempts, nudges
-from sagas.coordinator._attempts import Claim
+from sagas.coordinator.execution import fan_out, node_attempts, nudges
+from sagas.coordinator.execution.attempts import Claim
 from sagas.executor import Outcome
 from sagas.models import Node
 from sagas.states import NodeStatus

@@ -1,4 +1,5 @@
-"""Group commit of node outcomes (sagas.coordinator._record_groups): attempts of one saga finishing while another
+"""Group commit of node outcomes (sagas.coordinator.execution.group_commit): attempts of one saga finishing while
+another
 of its outcomes is being recorded share the next transaction, and one attempt that cannot be recorded does not
 take the others down with it."""
 
@@ -14,8 +15,10 @@ from django.db import connections, transaction
 from audit.chain import verify_chain
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator import _attempts, _record_groups, node_attempts, nudges
-from sagas.coordinator._attempts import Claim
+from sagas.coordinator.execution import attempts as _attempts
+from sagas.coordinator.execution import group_commit as _record_groups
+from sagas.coordinator.execution import node_attempts, nudges
+from sagas.coordinator.execution.attempts import Claim
 from sagas.executor import Outcome
 from sagas.models import Node, Saga
 from sagas.states import NodeStatus

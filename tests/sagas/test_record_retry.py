@@ -22,8 +22,8 @@ from audit.chain import verify_chain
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
 from sagas import coordinator
-from sagas.coordinator import _attempts, _record_retry, node_attempts, nudges
-from sagas.coordinator._attempts import Claim, Recording
+from sagas.coordinator.execution import attempts, node_attempts, nudges, record_retry
+from sagas.coordinator.execution.attempts import Claim, Recording
 from sagas.executor import Outcome
 from sagas.models import Node, Saga, Step
 from sagas.states import NodeStatus, SagaStatus, StepStatus
@@ -95,14 +95,14 @@ def _completed_steps_seen_elsewhere(saga_id: object) -> int:
 
 def _around_records(monkeypatch: pytest.MonkeyPatch, wrapper: Callable[..., Any]) -> None:
     """Every record transaction (and nothing else: the claims open theirs elsewhere) goes through `wrapper`."""
-    monkeypatch.setattr(_attempts, "locked_saga", wrapper)
+    monkeypatch.setattr(attempts, "locked_saga", wrapper)
 
 
 @pytest.fixture
 def cut_before_record(monkeypatch: pytest.MonkeyPatch) -> Cuts:
     """The recording session is terminated just before the record's first statement (the saga lock)."""
     cuts = Cuts(left=1)
-    real = _attempts.locked_saga
+    real = attempts.locked_saga
 
     @contextmanager
     def cut(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -119,7 +119,7 @@ def cut_before_record(monkeypatch: pytest.MonkeyPatch) -> Cuts:
 def cut_before_commit(monkeypatch: pytest.MonkeyPatch) -> Cuts:
     """The recording session is terminated once the record's work is done (follow-ups included), before COMMIT."""
     cuts = Cuts(left=1)
-    real = _attempts.locked_saga
+    real = attempts.locked_saga
 
     @contextmanager
     def cut(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -137,7 +137,7 @@ def answer_lost_after_commit(monkeypatch: pytest.MonkeyPatch) -> Cuts:
     """The record's COMMIT reaches the server, then the session is terminated before the worker hears back: the
     worker gets the error a dead session gives, while the outcome is committed."""
     cuts = Cuts(left=1)
-    real = _attempts.locked_saga
+    real = attempts.locked_saga
 
     @contextmanager
     def losing_the_answer(saga_id: object, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -264,7 +264,7 @@ def test_a_record_that_keeps_losing_its_connection_is_left_to_the_sweep(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    cut_before_record.left = 1 + len(_record_retry.RETRY_PAUSES)  # every try of the record
+    cut_before_record.left = 1 + len(record_retry.RETRY_PAUSES)  # every try of the record
     sent: list[tuple[Any, Any]] = []
     monkeypatch.setattr(nudges, "nudge_node", lambda saga_id, node_id, delay=0.0: sent.append((saga_id, node_id)))
     coordinator.saga_run_ready(actor=operator, saga_id=linear.id, wait_seconds=0)
@@ -273,7 +273,7 @@ def test_a_record_that_keeps_losing_its_connection_is_left_to_the_sweep(
     with caplog.at_level(logging.WARNING, logger="sagas.coordinator"), pytest.raises(OperationalError):
         coordinator.node_execute(saga_id=sent[0][0], node_id=sent[0][1])
     assert any("Could not record" in r.getMessage() for r in caplog.records)
-    assert cut_before_record.made == 1 + len(_record_retry.RETRY_PAUSES)
+    assert cut_before_record.made == 1 + len(record_retry.RETRY_PAUSES)
     a = Node.objects.get(saga_id=linear.id, key="a")
     assert a.status == NodeStatus.EXECUTING and a.lease_expires_at is not None  # as before: the sweep's to settle
     assert Step.objects.get(pk=a.step_id).status == StepStatus.EXECUTING
@@ -329,7 +329,7 @@ def test_a_shared_record_cut_off_is_recorded_again_with_its_follow_ups_undone_on
     assert len(claimed) == 3
     cuts: Cuts = request.getfixturevalue(fault)
     noted = Noted()
-    answers = _attempts.record_outcomes([noted.recording(i, claim) for i, claim in enumerate(claimed)])
+    answers = attempts.record_outcomes([noted.recording(i, claim) for i, claim in enumerate(claimed)])
     assert cuts.made == 1
     assert [verdict for verdict, _ in answers] == ["completed"] * 3
     assert (noted.follow_ups, noted.undone) == (follow_ups, undone)
@@ -348,5 +348,5 @@ def test_an_error_that_leaves_the_connection_usable_is_not_retried() -> None:
         raise OperationalError("deadlock detected")
 
     with pytest.raises(OperationalError):
-        _record_retry.retry_on_lost_connection(deadlocked, what="a record")
+        record_retry.retry_on_lost_connection(deadlocked, what="a record")
     assert tries == [0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from sagas.coordinator._run_changes import RunChanges
+from sagas.coordinator.execution.run_changes import RunChanges
 
 
 def test_a_waiter_sees_a_change_of_its_saga_made_on_another_thread():

@@ -15,9 +15,9 @@ from django.core.management.base import BaseCommand
 from mcp.server.stdio import stdio_server
 
 from governance.identity.principal import local_principal
-from sagas.coordinator.nudges import uses_celery
+from sagas.coordinator.execution.nudges import uses_celery
 from sagas.management.commands.serve import refuse_to_start_unless_ready
-from sagas.protocols.mcp import SagaServer, build_server
+from sagas.protocols.mcp.server import SagaServer, build_server
 from sagas.sweeper import EmbeddedSweeper
 
 

@@ -1,5 +1,5 @@
 """`semantic-saga undo [SESSION|last] [--to CHECKPOINT] [--dry-run] [--force] [--reason TEXT] [--json]`: walk a
-proxy session newest-first and undo what can be undone (sagas.coordinator.proxy_undo, through the operation table's
+proxy session newest-first and undo what can be undone (sagas.coordinator.proxy.undo, through the operation table's
 proxy_session_undo): R runs its inverse, C is listed for an operator's decision, I as having no way back, reads are
 skipped. Exits 1 when an inverse failed or was refused for drift (the session is then ROLLBACK_FAILED)."""
 

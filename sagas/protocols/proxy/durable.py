@@ -28,8 +28,8 @@ from governance.identity.rbac import EXECUTE, can
 from governance.policy.gates import GateDecision
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.mcp_tasks.negotiation import requested
-from sagas.protocols.mcp_tasks.service import TaskService
+from sagas.protocols.mcp.tasks.negotiation import requested
+from sagas.protocols.mcp.tasks.service import TaskService
 from sagas.protocols.proxy.behind import ReadLine, may_read_now, now
 from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,

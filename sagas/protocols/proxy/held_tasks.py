@@ -31,9 +31,9 @@ from mcp.shared.exceptions import MCPError
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from sagas.models import McpTask
-from sagas.protocols.mcp_tasks.negotiation import TaskRequest, announce
-from sagas.protocols.mcp_tasks.service import POLL_INTERVAL_MS, POLL_SECONDS, Finish, Note, TaskService, ttl_for
-from sagas.protocols.mcp_tasks.store import NewTask
+from sagas.protocols.mcp.tasks.negotiation import TaskRequest, announce
+from sagas.protocols.mcp.tasks.service import POLL_INTERVAL_MS, POLL_SECONDS, Finish, Note, TaskService, ttl_for
+from sagas.protocols.mcp.tasks.store import NewTask
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result, uncertain_result
 from sagas.protocols.proxy.relay import SamplingAnswer
 from sagas.proxied_facts import CallFacts

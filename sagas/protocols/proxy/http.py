@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from governance.identity.http import BearerAuth, request_principal
-from sagas.protocols.mcp_http import transport_security
+from sagas.protocols.mcp.http import transport_security
 from sagas.protocols.proxy.config import load_proxy_config
 from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
 

@@ -84,7 +84,7 @@ async def journaled_read(
 
 
 def read_facts(request: ProxiedRead[Any], server_block: dict[str, Any]) -> CallFacts:
-    """The `call` facts proxy_call_begin pins for a read (sagas.coordinator._proxy_contract), as for a tool; its
+    """The `call` facts proxy_call_begin pins for a read (sagas.coordinator.proxy.contract), as for a tool; its
     definition hash is the catalog's listing of what is read, and `method` marks a read by the protocol."""
     listed_hash = sha256_hex({"method": request.method, "listed": request.listed})
     return CallFacts(

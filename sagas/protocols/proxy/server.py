@@ -1,4 +1,4 @@
-"""The proxy's MCP server: the SDK's low-level Server (as sagas.protocols.mcp), answering for every downstream.
+"""The proxy's MCP server: the SDK's low-level Server (as sagas.protocols.mcp.server), answering for every downstream.
 
 initialize and discovery are answered here: tools (with listChanged), and prompts and resources when a downstream
 offers them; the instructions are the downstreams', each block labelled with its server (in preview, after a
@@ -34,11 +34,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, can
-from sagas.protocols.mcp_resources.capabilities import DeclaringServer
-from sagas.protocols.mcp_resources.reads import not_found
-from sagas.protocols.mcp_tasks.methods import serve_tasks
-from sagas.protocols.mcp_tasks.service import TaskService
-from sagas.protocols.mcp_tasks.wire import LEGACY
+from sagas.protocols.mcp.resources.capabilities import DeclaringServer
+from sagas.protocols.mcp.resources.reads import not_found
+from sagas.protocols.mcp.tasks.methods import serve_tasks
+from sagas.protocols.mcp.tasks.service import TaskService
+from sagas.protocols.mcp.tasks.wire import LEGACY
 from sagas.protocols.proxy.calls import CallPath, ClientIdentity, ProxiedCall, ProxiedRead
 from sagas.protocols.proxy.catalog import PAGE_SIZE, Catalog, exposed_uri, page, short_name
 from sagas.protocols.proxy.downstream import DownstreamLost, DownstreamManager, DownstreamUnavailable, ResultTooLarge
