@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import resolve
 
 from sagas.operations.table import A2A_OPERATIONS, CONSOLE_BUTTONS, MCP_TOOLS, OPERATIONS, REST_ROUTES, TABLE
-from sagas.protocols.a2a.commands import commands as a2a
-from sagas.protocols.mcp.server import server as mcp
+from sagas.protocols.a2a import commands as a2a
+from sagas.protocols.mcp import server as mcp
 from tests.operations.arguments import minimal_arguments
 
 # What semantic-saga-mcp's agents call (docs/mcp.md, docs/a2a.md): renaming or dropping any of these breaks them.

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from sagas.models import A2ATask
-from sagas.protocols.a2a.commands import commands as a2a
+from sagas.protocols.a2a import commands as a2a
 from sagas.protocols.a2a.http import build_http_app
 from tests.protocols.a2a_client import COMPLETED, connect, result
 from tests.protocols.conftest import ALICE, BOB, start_server

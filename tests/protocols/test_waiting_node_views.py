@@ -14,8 +14,8 @@ import jsonschema
 
 from governance.identity.principal import Principal
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.a2a.commands import commands as a2a
-from sagas.protocols.mcp.server import server as mcp
+from sagas.protocols.a2a import commands as a2a
+from sagas.protocols.mcp import server as mcp
 from tests.approvals import CHARGE_INPUT, LONG_NOTE, digest_of, plan_charge
 from tests.httpserver import RecordingHTTPServer
 
