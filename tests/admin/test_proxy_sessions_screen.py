@@ -151,9 +151,9 @@ def test_a_call_made_after_the_plan_was_read_stops_the_undo_and_shows_the_new_pl
     read = _plan(console, url)
     # the agent, still connected, makes one more call before the operator confirms
     call = call_facts("send_sms", effect_class="C")
-    begun = coordinator.proxied_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments={"to": "+1"})
+    begun = coordinator.proxy_call_begin(actor=AGENT, saga_id=session.id, call=call, arguments={"to": "+1"})
     outcome = answered(duration_ms=2.0)
-    coordinator.proxied_call_finish(
+    coordinator.proxy_call_finish(
         actor=AGENT, saga_id=session.id, step_id=begun.step_id, fence=begun.fence, outcome=outcome
     )
     answer = text_of(console.post(url, {"confirm": "on", "plan": read}).content.decode())
