@@ -21,7 +21,7 @@ from tests.protocols.conftest import ALICE, RunningServer, start_server
 from tests.protocols.mcp_client import MODES
 from tests.proxy import task_agent as tasks
 from tests.proxy.agent import connect
-from tests.proxy.harness import DEMO, config_file, stdio
+from tests.proxy.harness import DEMO, TINY, config_file, stdio
 
 MODERN = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
@@ -38,7 +38,7 @@ def server(
     django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
     workdir = tmp_path_factory.mktemp("leftovers")
-    config = config_file(workdir, {"demo": stdio(DEMO)})
+    config = config_file(workdir, {"demo": stdio(DEMO), "tiny": stdio(TINY, prefix="tiny")})
     running = start_server(workdir, SAGA_PROXY_CONFIG=str(config))
     try:
         yield running
@@ -85,7 +85,7 @@ def _a_task(server: RunningServer) -> str:
     return anyio.run(scenario)
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "tasks/cancel"])
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
 def test_a_tasks_request_whose_mcp_name_names_another_task_is_refused_on_mcp(server: RunningServer, method: str):
     task_id = _a_task(server)
     wrong = _modern(server.mcp_url, method, {"taskId": task_id}, **{"Mcp-Name": "wrong-task-id"})
@@ -111,7 +111,7 @@ def test_only_the_tools_whose_work_can_wait_offer_tasks(server: RunningServer):
 
     offered = anyio.run(scenario)
     with_tasks = {name for name, execution in offered.items() if execution and execution.task_support == "optional"}
-    assert with_tasks == {"run_ready_steps", "execute_saga_step", "rollback_saga", "commit_saga"}
+    assert with_tasks == {"run_ready_steps", "execute_saga_step", "rollback_saga", "trigger_rollback", "commit_saga"}
 
 
 def test_a_task_asked_of_a_tool_without_task_support_is_refused_and_nothing_runs(server: RunningServer):
@@ -154,6 +154,14 @@ def test_the_proxy_answers_an_unknown_resource_as_invalid_params_in_2026_07_28(s
     assert answer.status_code == 400 and _answer(answer)["error"]["code"] == INVALID_PARAMS, answer.text
     legacy = _legacy_read(server, uri)
     assert legacy == -32002  # the 2025-11-25 code stays for handshake-era clients
+
+
+def test_a_downstreams_own_not_found_reaches_a_2026_07_28_client_as_invalid_params(server: RunningServer):
+    # the tiny server lists the template note://{name} and answers -32002 for note://missing
+    uri = "tiny+note://missing"
+    answer = _modern(f"{server.base}/proxy/mcp", "resources/read", {"uri": uri}, **{"Mcp-Name": uri})
+    assert answer.status_code == 400 and _answer(answer)["error"]["code"] == INVALID_PARAMS, answer.text
+    assert _legacy_read(server, uri) == -32002
 
 
 def _legacy_read(server: RunningServer, uri: str) -> int:

@@ -47,7 +47,8 @@ from sagas.protocols.orm import run_orm
 
 SAGA_TOOL = "saga.tool"
 RUN = "run_ready_steps"
-TASK_TOOLS = frozenset({RUN, "execute_saga_step", "rollback_saga", "commit_saga"})
+# trigger_rollback is rollback_saga under the seed's name: the same wait, the same task.
+TASK_TOOLS = frozenset({RUN, "execute_saga_step", "rollback_saga", "trigger_rollback", "commit_saga"})
 # The first run call waits at most this long before the task follows the run by reading it: short, so a cancel or
 # a decision is noticed promptly and no ORM thread is held for the run's whole length.
 FIRST_WAIT_SECONDS = 2.0

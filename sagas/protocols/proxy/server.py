@@ -35,7 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, can
 from sagas.protocols.mcp.resources.capabilities import DeclaringServer
-from sagas.protocols.mcp.resources.reads import not_found
+from sagas.protocols.mcp.resources.reads import RESOURCE_NOT_FOUND, not_found
 from sagas.protocols.mcp.tasks.methods import serve_tasks
 from sagas.protocols.mcp.tasks.service import TaskService
 from sagas.protocols.mcp.tasks.wire import LEGACY
@@ -275,7 +275,7 @@ def build_proxy_server(
         read = ProxiedRead(
             principal_for_request(), client, "resources/read", server, params.uri, {"uri": params.uri}, listed, fetch
         )
-        with _as_protocol_errors():
+        with _as_protocol_errors(), _not_found_in_era(str(params.uri), ctx.protocol_version):
             result = await call_path.read(read)
         return _with_exposed_uris(current, server, result)
 
@@ -368,6 +368,18 @@ def _as_protocol_errors() -> Iterator[None]:
             INTERNAL_ERROR,
             f"The server's answer was not read: {oversized} (SAGA_PROXY_MAX_RESULT_BYTES). Read something smaller.",
         ) from None
+
+
+@contextlib.contextmanager
+def _not_found_in_era(uri: str, protocol_version: str | None) -> Iterator[None]:
+    """A downstream answering -32002 for a URI its template matches (the resource does not exist) is passed on in
+    the client's era: -32602 (HTTP 400) in 2026-07-28 (SEP-2164), as for a URI no downstream lists."""
+    try:
+        yield
+    except MCPError as error:
+        if error.code != RESOURCE_NOT_FOUND or protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            raise
+        raise not_found(uri, protocol_version, error.message) from None
 
 
 def _with_exposed_uris(catalog: Catalog, server: str, result: types.ReadResourceResult) -> types.ReadResourceResult:

@@ -90,6 +90,7 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
         return {} if modern else wire.task_object(row, ctx.protocol_version)
 
     async def update(ctx: ServerRequestContext[Any], params: TaskUpdate) -> dict[str, Any]:
+        _named_in_header(ctx, params.task_id)
         with _protocol_errors():
             await tasks.get(caller(ctx), params.task_id)
         return {}
@@ -108,12 +109,12 @@ def serve_tasks(server: Server[Any], tasks: TaskService, principal_for_request: 
 
 
 def _named_in_header(ctx: ServerRequestContext[Any], task_id: str) -> None:
-    """Over 2026-07-28 HTTP, tasks/get and tasks/cancel mirror their taskId in the `Mcp-Name` header (SEP-2243,
-    SEP-2663), as tools/call mirrors its tool's name: a header naming another task is refused with -32020 (HTTP 400).
-    The SDK checks the methods it knows (tools/call, prompts/get, resources/read) before any handler runs; the tasks
-    extension's are ours. A request without the header is served: the SDK's own client does not send it for tasks/*
-    (its list of name-bearing methods stops at those three), and the id in the body is the one authorized anyway.
-    stdio has no headers: nothing to compare."""
+    """Over 2026-07-28 HTTP, tasks/get, tasks/update and tasks/cancel mirror their taskId in the `Mcp-Name` header
+    (SEP-2243, SEP-2663), as tools/call mirrors its tool's name: a header naming another task is refused with -32020
+    (HTTP 400). The SDK checks the methods it knows (tools/call, prompts/get, resources/read) before any handler runs;
+    the tasks extension's are ours. A request without the header is served: the SDK's own client does not send it for
+    tasks/* (its list of name-bearing methods stops at those three), and the id in the body is the one authorized
+    anyway. stdio has no headers: nothing to compare."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None or not wire.is_modern(ctx.protocol_version) or MCP_NAME_HEADER not in headers:
         return

@@ -77,7 +77,7 @@ class TaskNotFound(LookupError):
     def __init__(self, task_id: str) -> None:
         super().__init__(
             f"Failed to retrieve task: no task {task_id!r} for this caller (it never existed, expired, or belongs "
-            "to someone else). tasks/list shows your tasks."
+            "to someone else). Use the taskId the call answered with (in 2025-11-25, tasks/list shows your tasks)."
         )
 
 
