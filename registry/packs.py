@@ -10,9 +10,11 @@ The format is Sagaz's, so its packs load unchanged:
 
 Every argument value is a reference: `$.args.x` (the call's arguments), `$.result.x` (its answer's payload: the
 structuredContent, else its first text block parsed as JSON, registry.tool_answers), `$.pre_state.x` (the capture
-read's payload, read the same way). `capture` runs after the gate and before the call, so its arguments can only
-read `$.args`; an inverse that reads `$.pre_state` needs a capture. Validation is strict (an unknown key is a typo,
-not an extension) and names each problem's path; two entries for one (server, tool) is an error, because an undo
+read's payload, read the same way). Beyond Sagaz (whose packs load unchanged): a path segment ending in `[*]` reads
+every item of a list (`$.result.entities[*].name`: the inverse gets the list of names), and `{"const": value}` is a
+value of its own (any JSON, never a template). `capture` runs after the gate and before the call, so its arguments
+can only read `$.args`; an inverse that reads `$.pre_state` needs a capture. Validation is strict (an unknown key is a
+typo, not an extension) and names each problem's path; two entries for one (server, tool) is an error, because an undo
 must not have to choose.
 
 Lookup (`PackSet.inverse_for`): the most specific matching entry wins, an exact tool name before a glob, then an
@@ -36,9 +38,11 @@ from typing import Any
 
 from registry.errors import RegistryError
 from registry.strict_json import StrictJsonError, read_strict_json
+from registry.templating import TEMPLATE_MARKER, iter_strings
 
 _IDENT = re.compile(r"[A-Za-z0-9_-]+")
-_REFERENCE = re.compile(r"\$\.(?P<root>args|result|pre_state)(?P<path>(?:\.[A-Za-z0-9_-]+)*)")
+_REFERENCE = re.compile(r"\$\.(?P<root>args|result|pre_state)(?P<path>(?:\.[A-Za-z0-9_-]+(?:\[\*\])?)*)")
+_CONST = "const"
 _CAPTURE_ROOTS = ("args",)
 _INVERSE_ROOTS = ("args", "result", "pre_state")
 _TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
@@ -65,7 +69,7 @@ class PackCall:
     """A tool call of a pack entry: the tool (on the same server) and its arguments as `$.` references."""
 
     tool: str
-    args: Mapping[str, str]
+    args: Mapping[str, Any]  # a `$.` reference string, or {"const": value}
 
 
 @dataclass(frozen=True)
@@ -264,7 +268,7 @@ def _call_problems(call: Any, where: str, roots: tuple[str, ...]) -> list[str]:
         problems.append(f"{where}.tool: a non-empty tool name of the same server")
     args = call.get("args")
     if "args" in call and not isinstance(args, dict):
-        problems.append(f"{where}.args: an object mapping each argument name to a $. reference")
+        problems.append(f'{where}.args: an object mapping each argument name to a $. reference or a {{"const": value}}')
     elif isinstance(args, dict):
         problems += [
             f"{where}.args.{key}: {problem}" for key, ref in args.items() if (problem := _reference_problem(ref, roots))
@@ -274,13 +278,26 @@ def _call_problems(call: Any, where: str, roots: tuple[str, ...]) -> list[str]:
 
 def _reference_problem(ref: Any, roots: tuple[str, ...]) -> str | None:
     allowed = " or ".join(f"$.{root}.x" for root in roots)
+    if isinstance(ref, dict):
+        return _const_problem(ref)
     match = _REFERENCE.fullmatch(ref) if isinstance(ref, str) else None
     if match is None:
-        return f"{ref!r} is not a reference; expected {allowed} (segments of letters, digits, '_' or '-')"
+        return (
+            f"{ref!r} is not a reference; expected {allowed} (segments of letters, digits, '_' or '-'; one may end in "
+            '[*] to read every item of a list) or {"const": value}'
+        )
     if match["root"] not in roots:
         if roots == _CAPTURE_ROOTS:
             return f"{ref!r} reads $.{match['root']}, which does not exist before the call runs; use $.args.x"
         return f"{ref!r} reads $.{match['root']}, which does not exist here; use {allowed}"
+    return None
+
+
+def _const_problem(value: dict[str, Any]) -> str | None:
+    if set(value) != {_CONST}:
+        return f'{value!r}: an object argument is a constant, exactly {{"const": <any JSON value>}}'
+    if any(TEMPLATE_MARKER in text for _, text in iter_strings(value[_CONST], "const")):
+        return f"{value!r}: a constant holds no template ($" + "{...}); use a $. reference to read a value"
     return None
 
 
@@ -385,8 +402,11 @@ def _tie_problem(server: str, tool: str, entries: Sequence[PackEntry]) -> str:
 
 
 def _as_contract_call(call: PackCall) -> dict[str, Any]:
-    arguments = {}
+    arguments: dict[str, Any] = {}
     for key, ref in call.args.items():
+        if isinstance(ref, dict):  # {"const": value}: sent as it is
+            arguments[key] = ref[_CONST]
+            continue
         match = _REFERENCE.fullmatch(ref)
         if match is None:  # validated packs only hold references
             raise ValueError(f"{ref!r} is not a $. reference")

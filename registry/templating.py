@@ -5,6 +5,10 @@ replaced by the referenced value with its JSON type kept (an integer stays an in
 for compensation (the forward result); `${pre_state...}` only for the compensation of an MCP action that declares
 a `capture` (the state read just before the forward call, persisted with the forward result).
 
+A path segment may end in `[*]` (`${result.entities[*].name}`): the value there must be a list, and the rest of
+the path is read from each item, giving a list (an inverse that takes every name a call created). Projections are
+for whole values only, never inside a URL.
+
 There is no interpolation inside longer strings: a value like "order ${input.id}" is refused at validation,
 because sending it literally would almost certainly be a mistake and partial interpolation would silently
 stringify numbers. URLs are the exception (a URL is text, so an integer id becoming a path segment is expected):
@@ -24,6 +28,8 @@ TEMPLATE_MARKER = "${"
 # One template, `${expr}`; `expr` is checked by expression_problem.
 TEMPLATE = re.compile(r"\$\{(?P<expr>[^{}]*)\}")
 _SEGMENT = re.compile(r"[A-Za-z0-9_-]+")
+_PROJECTED_SEGMENT = re.compile(r"[A-Za-z0-9_-]+(\[\*\])?")
+PROJECTION = "[*]"
 # `saga` and `step` expose only their id: the template surface stays small and every rendered value is one the
 # coordinator already journals.
 _ROOTS_WITH_PATHS = ("input", "result", "pre_state")
@@ -47,13 +53,17 @@ def template_problems(value: Any, path: str, *, allow_result: bool, allow_pre_st
     problems = []
     for where, text in iter_strings(value, path):
         if TEMPLATE_MARKER in text:
-            problem = expression_problem(text, allow_result=allow_result, allow_pre_state=allow_pre_state)
+            problem = expression_problem(
+                text, allow_result=allow_result, allow_pre_state=allow_pre_state, allow_projection=True
+            )
             if problem:
                 problems.append(f"{where}: {problem}")
     return problems
 
 
-def expression_problem(text: str, *, allow_result: bool, allow_pre_state: bool) -> str | None:
+def expression_problem(
+    text: str, *, allow_result: bool, allow_pre_state: bool, allow_projection: bool = False
+) -> str | None:
     """Why `text` is not one usable template (`${input.a}`, ...), or None when it is."""
     match = TEMPLATE.fullmatch(text)
     if match is None:
@@ -80,8 +90,10 @@ def expression_problem(text: str, *, allow_result: bool, allow_pre_state: bool) 
             f"{text!r} refers to the captured pre-state, which only exists for the compensation of an mcp action "
             "that declares a 'capture' tool call; add a capture, or use input/result instead"
         )
-    if not all(_SEGMENT.fullmatch(part) for part in rest):
-        return f"{text!r}: path segments must be letters, digits, '_' or '-' separated by '.'"
+    segment = _PROJECTED_SEGMENT if allow_projection else _SEGMENT
+    if not all(segment.fullmatch(part) for part in rest):
+        projected = ", a segment may end in [*] to read every item of a list" if allow_projection else ""
+        return f"{text!r}: path segments must be letters, digits, '_' or '-' separated by '.'{projected}"
     return None
 
 
@@ -101,25 +113,38 @@ def render(value: Any, scope: Mapping[str, Any], path: str = "body") -> Any:
 
 
 def lookup(expr: str, scope: Mapping[str, Any], template: str, path: str) -> Any:
-    """The value `expr` (`input.a.b`) names in `scope`; raises ActionFailure(TEMPLATE_PATH_MISSING) naming `path`."""
-    parts = expr.split(".")
-    current: Any = scope
-    walked: list[str] = []
-    for part in parts:
-        found, current = _child(current, part)
-        if not found:
-            where = ".".join(walked) or "the template scope"
-            raise ActionFailure(
-                "TEMPLATE_PATH_MISSING",
-                f"{path}: template {template} cannot be rendered: {where} has no {part!r}"
-                f" ({'it is null' if current is None else 'it is a ' + type(current).__name__}). "
-                "The request was not sent. The step's input (or the forward result, for compensation) lacks a "
-                "field this contract needs; retrying will not help. Fix the input, or publish a corrected "
-                "contract version.",
-                retryable=False,
-            )
-        walked.append(part)
+    """The value `expr` (`input.a.b`, `result.items[*].id`) names in `scope`; raises
+    ActionFailure(TEMPLATE_PATH_MISSING) naming `path`."""
+    return _walk(scope, expr.split("."), [], template, path)
+
+
+def _walk(current: Any, parts: list[str], walked: list[str], template: str, path: str) -> Any:
+    for index, part in enumerate(parts):
+        name = part.removesuffix(PROJECTION)
+        found, current = _child(current, name)
+        if not found or (part.endswith(PROJECTION) and not isinstance(current, list)):
+            raise _missing(template, path, walked, name if not found else part, current)
+        walked = [*walked, part]
+        if part.endswith(PROJECTION):
+            rest = parts[index + 1 :]
+            return [_walk(item, rest, [*walked[:-1], f"{name}[{n}]"], template, path) for n, item in enumerate(current)]
     return current
+
+
+def _missing(template: str, path: str, walked: list[str], part: str, current: Any) -> ActionFailure:
+    where = ".".join(walked) or "the template scope"
+    if part.endswith(PROJECTION) and current is not None:
+        what = f"{where}.{part.removesuffix(PROJECTION)} is a {type(current).__name__}, not a list"
+    else:
+        what = f"{where} has no {part!r} ({'it is null' if current is None else 'it is a ' + type(current).__name__})"
+    return ActionFailure(
+        "TEMPLATE_PATH_MISSING",
+        f"{path}: template {template} cannot be rendered: {what}. "
+        "The request was not sent. The step's input (or the forward result, for compensation) lacks a "
+        "field this contract needs; retrying will not help. Fix the input, or publish a corrected "
+        "contract version.",
+        retryable=False,
+    )
 
 
 def _child(container: Any, key: str) -> tuple[bool, Any]:

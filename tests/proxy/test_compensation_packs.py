@@ -205,3 +205,44 @@ def test_entries_the_servers_cannot_use_are_named_and_give_no_inverse():
 
 def test_empty_pack_set_declares_nothing():
     assert PackSet().inverse_for("s", "t") is None and PackSet().uncovered("s", ["t"]) == ["t"]
+
+
+MEMORY_LIKE = {
+    "name": "memory-like",
+    "description": "Beyond Sagaz: list projections and constants.",
+    "entries": [
+        {
+            "tool": "create_entities",
+            "note": "the answer lists only the entities it created; deleting exactly those undoes it",
+            "inverse": {"tool": "delete_entities", "args": {"entityNames": "$.result.entities[*].name"}},
+        },
+        {
+            "tool": "archive",
+            "inverse": {"tool": "set_state", "args": {"id": "$.args.id", "state": {"const": "active"}}},
+        },
+    ],
+}
+
+
+def test_a_list_projection_and_a_constant_translate_to_contract_templates():
+    pack = parse_pack(MEMORY_LIKE, "memory-like.json")
+    projected, constant = (entry.as_mcp_contract_parts()["compensation"] for entry in pack.entries)
+    assert projected == {"tool": "delete_entities", "arguments": {"entityNames": "${result.entities[*].name}"}}
+    assert constant == {"tool": "set_state", "arguments": {"id": "${input.id}", "state": "active"}}
+    assert template_problems(projected["arguments"], "compensation.arguments", allow_result=True) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ({"const": "${result.id}"}, "a constant holds no template"),
+        ({"const": 1, "other": 2}, 'exactly {"const": <any JSON value>}'),
+        ("$.result.entities[0].name", "is not a reference"),
+        ("$.result.entities[*", "is not a reference"),
+    ],
+)
+def test_bad_constants_and_projections_are_refused_naming_the_path(value: Any, expected: str):
+    document = {**MEMORY_LIKE, "entries": [{"tool": "t", "inverse": {"tool": "u", "args": {"x": value}}}]}
+    with pytest.raises(PackError) as refused:
+        parse_pack(document, "bad.json")
+    assert "bad.json: entries[0].inverse.args.x:" in refused.value.message and expected in refused.value.message
