@@ -12,10 +12,12 @@ Every argument value is a reference: `$.args.x` (the call's arguments), `$.resul
 structuredContent, else its first text block parsed as JSON, registry.tool_answers), `$.pre_state.x` (the capture
 read's payload, read the same way). Beyond Sagaz (whose packs load unchanged): a path segment ending in `[*]` reads
 every item of a list (`$.result.entities[*].name`: the inverse gets the list of names), and `{"const": value}` is a
-value of its own (any JSON, never a template). `capture` runs after the gate and before the call, so its arguments
-can only read `$.args`; an inverse that reads `$.pre_state` needs a capture. Validation is strict (an unknown key is a
-typo, not an extension) and names each problem's path; two entries for one (server, tool) is an error, because an undo
-must not have to choose.
+value of its own (any JSON, never a template). An entry may also say a tool has no inverse and why:
+`{"tool": "git_commit", "class": "I", "reason": "a commit is published history"}` (class C or I): the proxy then
+classes the tool so (below explicit rules, above its own guesses) with the pack's reason. `capture` runs after the gate
+and before the call, so its arguments can only read `$.args`; an inverse that reads `$.pre_state` needs a capture.
+Validation is strict (an unknown key is a typo, not an extension) and names each problem's path; two entries for one
+(server, tool) is an error, because an undo must not have to choose.
 
 Lookup (`PackSet.inverse_for`): the most specific matching entry wins, an exact tool name before a glob, then an
 entry naming the server before one for any server; two equally specific matches are refused.
@@ -48,6 +50,8 @@ _INVERSE_ROOTS = ("args", "result", "pre_state")
 _TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
 _PACK_KEYS = {"name", "description", "entries"}
 _ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note"}
+_DECLARATION_KEYS = {"tool", "server", "class", "reason", "note"}
+_DECLARED_CLASSES = ("C", "I")
 _CALL_KEYS = {"tool", "args"}
 _GLOB_CHARACTERS = frozenset("*?[")
 
@@ -105,11 +109,31 @@ class PackEntry:
 
 
 @dataclass(frozen=True)
+class PackDeclaration:
+    """A tool the pack says has no inverse: class C (corrected afterwards) or I (no way back), and why."""
+
+    pack: str
+    source: str
+    tool: str
+    effect_class: str
+    reason: str
+    server: str = ""
+    note: str = ""
+
+    def covers(self, server: str, tool: str) -> bool:
+        return self.server in ("", server) and fnmatchcase(tool, self.tool)
+
+    def _rank(self) -> tuple[bool, bool]:
+        return (not _is_glob(self.tool), bool(self.server))
+
+
+@dataclass(frozen=True)
 class Pack:
     name: str
     description: str
     entries: tuple[PackEntry, ...]
     source: str
+    declarations: tuple[PackDeclaration, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +143,16 @@ class PackSet:
     @property
     def entries(self) -> tuple[PackEntry, ...]:
         return tuple(entry for pack in self.packs for entry in pack.entries)
+
+    @property
+    def declarations(self) -> tuple[PackDeclaration, ...]:
+        return tuple(declared for pack in self.packs for declared in pack.declarations)
+
+    def declared_for(self, server: str, tool: str) -> PackDeclaration | None:
+        """The most specific declaration that `tool` on `server` has no inverse (an exact name before a glob, a
+        server named before any), or None."""
+        matching = [declared for declared in self.declarations if declared.covers(server, tool)]
+        return max(matching, key=lambda declared: declared._rank(), default=None)
 
     def usable_for(self, server: str, tool: str, offered: Collection[str] | None) -> PackEntry | None:
         """inverse_for, but None when the server (offering `offered`; None: not known yet) lacks a tool the entry
@@ -175,7 +209,13 @@ class PackSet:
             return self
         return PackSet(
             tuple(
-                Pack(pack.name, pack.description, tuple(e for e in pack.entries if e.capture is None), pack.source)
+                Pack(
+                    pack.name,
+                    pack.description,
+                    tuple(e for e in pack.entries if e.capture is None),
+                    pack.source,
+                    pack.declarations,
+                )
                 for pack in self.packs
             )
         )
@@ -245,6 +285,8 @@ def pack_problems(document: Any, source: str) -> list[str]:
 def _entry_problems(entry: Any, where: str) -> list[str]:
     if not isinstance(entry, dict):
         return [f"{where}: an entry is an object with tool and inverse (server, capture and note optional)"]
+    if "class" in entry or "reason" in entry:
+        return _declaration_problems(entry, where)
     problems = _key_problems(entry, _ENTRY_KEYS, {"tool", "inverse"}, where)
     if "tool" in entry and not _is_tool_name(entry["tool"]):
         problems.append(f"{where}.tool: the tool to match: a non-empty name or glob (* any run of characters)")
@@ -257,6 +299,32 @@ def _entry_problems(entry: Any, where: str) -> list[str]:
     if "inverse" in entry:
         problems += _call_problems(entry["inverse"], f"{where}.inverse", _INVERSE_ROOTS)
         problems += _pre_state_problems(entry, where)
+    return problems
+
+
+def _declaration_problems(entry: dict[str, Any], where: str) -> list[str]:
+    """An entry saying the tool has no inverse: tool, class C or I, reason (server and note optional)."""
+    both = {"inverse", "capture"} & entry.keys()  # said once below, not as unknown keys
+    problems = _key_problems(
+        {k: v for k, v in entry.items() if k not in both}, _DECLARATION_KEYS, {"tool", "class", "reason"}, where
+    )
+    if both:
+        problems.append(
+            f"{where}: an entry either declares an inverse or says there is none (class and reason), not both"
+        )
+    if "tool" in entry and not _is_tool_name(entry["tool"]):
+        problems.append(f"{where}.tool: the tool to match: a non-empty name or glob (* any run of characters)")
+    if "server" in entry and not (isinstance(entry["server"], str) and _IDENT.fullmatch(entry["server"])):
+        problems.append(f"{where}.server: {entry['server']!r} is not a server name of the proxy configuration")
+    if "class" in entry and entry["class"] not in _DECLARED_CLASSES:
+        problems.append(
+            f"{where}.class: {entry['class']!r}: a tool without an inverse is C (corrected afterwards) or I (no way "
+            "back); a tool with one is R through its inverse"
+        )
+    if "reason" in entry and not (isinstance(entry["reason"], str) and entry["reason"].strip()):
+        problems.append(f"{where}.reason: say why there is no inverse (an operator reads it)")
+    if "note" in entry and not (isinstance(entry["note"], str) and entry["note"].strip()):
+        problems.append(f"{where}.note: when present, a non-empty note")
     return problems
 
 
@@ -333,8 +401,11 @@ def _duplicate_problems(packs: Sequence[Pack]) -> list[str]:
                 "rename one of them"
             )
         by_name.setdefault(pack.name, pack)
-    seen: dict[tuple[str, str], PackEntry] = {}
-    for entry in (entry for pack in packs for entry in pack.entries):
+    seen: dict[tuple[str, str], PackEntry | PackDeclaration] = {}
+    claims: list[PackEntry | PackDeclaration] = []
+    for pack in packs:
+        claims += [*pack.entries, *pack.declarations]
+    for entry in claims:
         first = seen.setdefault((entry.server, entry.tool), entry)
         if first is not entry:
             scope = f" on server {entry.server!r}" if entry.server else ""
@@ -346,9 +417,10 @@ def _duplicate_problems(packs: Sequence[Pack]) -> list[str]:
 
 
 def _build_pack(document: dict[str, Any], source: str) -> Pack:
+    name, raws = document["name"], list(enumerate(document["entries"]))
     entries = tuple(
         PackEntry(
-            pack=document["name"],
+            pack=name,
             source=f"{source} entries[{index}]",
             tool=raw["tool"],
             inverse=_build_call(raw["inverse"]),
@@ -356,9 +428,23 @@ def _build_pack(document: dict[str, Any], source: str) -> Pack:
             capture=_build_call(raw["capture"]) if "capture" in raw else None,
             note=raw.get("note", ""),
         )
-        for index, raw in enumerate(document["entries"])
+        for index, raw in raws
+        if "inverse" in raw
     )
-    return Pack(document["name"], document["description"], entries, source)
+    declarations = tuple(
+        PackDeclaration(
+            pack=name,
+            source=f"{source} entries[{index}]",
+            tool=raw["tool"],
+            effect_class=raw["class"],
+            reason=raw["reason"].strip(),
+            server=raw.get("server", ""),
+            note=raw.get("note", ""),
+        )
+        for index, raw in raws
+        if "inverse" not in raw
+    )
+    return Pack(name, document["description"], entries, source, declarations)
 
 
 def _build_call(raw: dict[str, Any]) -> PackCall:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 EffectClass = Literal["read", "R", "C", "I", "unknown"]
 EFFECT_CLASSES: tuple[EffectClass, ...] = ("read", "R", "C", "I", "unknown")
-ClassSource = Literal["rule", "declared_compensation", "annotation", "heuristic", "default"]
+ClassSource = Literal["rule", "declared_compensation", "pack", "annotation", "heuristic", "default"]
 
 # What a class means in a contract's terms (a proxied call's derived `kind: mcp` contract): C has no correction we
 # could run, so like I it is irreversible there; an R is `reversible` only with its declared inverse (the caller
@@ -217,12 +217,14 @@ def classify(
     declared_inverse: bool,
     *,
     inverse_source: str = "",
+    declared_class: tuple[EffectClass, str] | None = None,
 ) -> Classification:
     """The class of `tool_name` on `server` by the cascade above.
 
     `annotations` are the tool's MCP annotations in wire form (`{"readOnlyHint": true, ...}`); `declared_inverse`
     says whether a compensation pack entry or a `kind: mcp` contract declares this tool's inverse (the caller looks
-    both up; `inverse_source`, e.g. 'pack "demo-crm"', only goes into the reason).
+    both up; `inverse_source`, e.g. 'pack "demo-crm"', only goes into the reason). `declared_class`: a compensation
+    pack says the tool has no inverse (class C or I, and why): below explicit rules, above the guesses.
     """
     for index, rule in enumerate(rules):
         if rule.matches(tool_name, server):
@@ -230,6 +232,9 @@ def classify(
             return Classification(
                 rule.effect_class, "rule", rule.reason or f"rules[{index}] {scope} -> {rule.effect_class}"
             )
+    if declared_class is not None:
+        effect_class, why = declared_class
+        return Classification(effect_class, "pack", why)
     if declared_inverse:
         where = inverse_source or "a compensation pack or kind: mcp contract"
         return Classification("R", "declared_compensation", f"{where} declares the inverse of {tool_name}")

@@ -51,18 +51,22 @@ def command(*args: str) -> str:
     return out.getvalue()
 
 
-def demo_config(directory: Path, demo: HttpDownstream, policy: dict[str, Any] | None = None) -> Path:
+def demo_config(
+    directory: Path, demo: HttpDownstream, policy: dict[str, Any] | None = None, packs: list[str] | None = None
+) -> Path:
     return config_file(
         directory,
         {"demo": {"url": demo.url}},
-        packs=[str(EXAMPLES / "demo_pack.json")],
+        packs=[str(EXAMPLES / "demo_pack.json"), *(packs or [])],
         policy=OPEN_I_GATE if policy is None else policy,
     )
 
 
-def through_the_proxy(tmp_path: Path, demo: HttpDownstream, calls: list[Call], checkpoint: str = "") -> Saga:
+def through_the_proxy(
+    tmp_path: Path, demo: HttpDownstream, calls: list[Call], checkpoint: str = "", packs: list[str] | None = None
+) -> Saga:
     """One client session through the journaled proxy (the I gate opened), a checkpoint half way when named."""
-    with serve_proxy(demo_config(tmp_path, demo), call_path=journaled) as served:
+    with serve_proxy(demo_config(tmp_path, demo, packs=packs), call_path=journaled) as served:
 
         async def session() -> None:
             async with connect(served.url, "legacy") as client:

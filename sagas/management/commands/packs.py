@@ -14,14 +14,14 @@ import dataclasses
 import logging
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp.types as types
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry.packs import PackEntry
-from registry.tool_classes import classify
+from registry.tool_classes import EffectClass, classify
 from sagas.management.terminal import CLASS_STYLES, Paint, table
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
 from sagas.protocols.proxy.downstream import DownstreamManager, DownstreamStatus, Timing
@@ -98,6 +98,10 @@ class Command(BaseCommand):
             [entry.pack, entry.tool, entry.server or "any", *_calls(entry, config.capture)]
             for entry in config.packs.entries
         ]
+        rows += [  # the tools a pack says have no inverse, with the class it gives them
+            [declared.pack, declared.tool, declared.server or "any", "-", f"none: {declared.effect_class}"]
+            for declared in config.packs.declarations
+        ]
         columns = [("pack", "<"), ("tool", "<"), ("server", "<"), ("capture", "<"), ("inverse", "<")]
         return f"{heading}\n{table(columns, rows, paint)}"
 
@@ -119,7 +123,9 @@ class Command(BaseCommand):
         for tool in uncovered:
             annotations = by_name[tool].annotations
             hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
-            found = classify(tool, server.spec.name, hints, config.rules, False)
+            declared = config.packs.declared_for(server.spec.name, tool)
+            as_declared = (cast(EffectClass, declared.effect_class), declared.reason) if declared else None
+            found = classify(tool, server.spec.name, hints, config.rules, False, declared_class=as_declared)
             rows.append([tool, found.effect_class, found.reason])
         columns = [("no pack covers", "<"), ("class", "<"), ("why", "<")]
         style = _class_style

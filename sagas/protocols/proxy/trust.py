@@ -16,13 +16,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import mcp.types as types
 
 from governance.policy.gates import GateDecision, GatePolicy, gate_for
 from registry.packs import PackEntry, PackSet
-from registry.tool_classes import Classification, ClassRule, classify
+from registry.tool_classes import Classification, ClassRule, EffectClass, classify
 from registry.tool_pins import PinState, observe, recheck, tool_definition
 from sagas.protocols.proxy.catalog import Catalog, definition_hash
 from sagas.protocols.proxy.journal import Journal
@@ -135,8 +135,19 @@ class ToolTrust:
     def _cascade(self, server: str, name: str, annotations: types.ToolAnnotations | None) -> Classification:
         hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
         entry = self.pack_entry(server, name)
+        declared = None if entry is not None else self.packs.declared_for(server, name)
         return classify(
-            name, server, hints, self.rules, entry is not None, inverse_source=self.inverse_source(server, name)
+            name,
+            server,
+            hints,
+            self.rules,
+            entry is not None,
+            inverse_source=self.inverse_source(server, name),
+            declared_class=(
+                (cast(EffectClass, declared.effect_class), f'pack "{declared.pack}": no inverse: {declared.reason}')
+                if declared is not None
+                else None
+            ),
         )
 
 
