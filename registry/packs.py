@@ -32,27 +32,15 @@ whose `result` and `pre_state` are payloads by the same rule as the pack's.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
 from registry.errors import RegistryError
+from registry.pack_validation import CONST, REFERENCE, TEMPLATE_ROOTS, pack_problems
 from registry.strict_json import StrictJsonError, read_strict_json
-from registry.templating import TEMPLATE_MARKER, iter_strings
 
-_IDENT = re.compile(r"[A-Za-z0-9_-]+")
-_REFERENCE = re.compile(r"\$\.(?P<root>args|result|pre_state)(?P<path>(?:\.[A-Za-z0-9_-]+(?:\[\*\])?)*)")
-_CONST = "const"
-_CAPTURE_ROOTS = ("args",)
-_INVERSE_ROOTS = ("args", "result", "pre_state")
-_TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
-_PACK_KEYS = {"name", "description", "entries"}
-_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note"}
-_DECLARATION_KEYS = {"tool", "server", "class", "reason", "note"}
-_DECLARED_CLASSES = ("C", "I")
-_CALL_KEYS = {"tool", "args"}
 _GLOB_CHARACTERS = frozenset("*?[")
 
 
@@ -262,135 +250,6 @@ def parse_pack(document: Any, source: str) -> Pack:
     return _build_pack(document, source)
 
 
-def pack_problems(document: Any, source: str) -> list[str]:
-    """Every validation finding of one pack document, each prefixed with `source` and the JSON path."""
-    if not isinstance(document, dict):
-        return [f"{source}: a compensation pack is a JSON object with name, description and entries"]
-    problems = _key_problems(document, _PACK_KEYS, {"name", "description", "entries"}, source)
-    name = document.get("name")
-    if "name" in document and not (isinstance(name, str) and _IDENT.fullmatch(name)):
-        problems.append(f"{source}: name: {name!r} is not a pack name (letters, digits, '_' or '-')")
-    description = document.get("description")
-    if "description" in document and not (isinstance(description, str) and description.strip()):
-        problems.append(f"{source}: description: one non-empty line saying what the pack covers")
-    entries = document.get("entries")
-    if "entries" in document and not (isinstance(entries, list) and entries):
-        problems.append(f"{source}: entries: a list of at least one entry")
-    elif isinstance(entries, list):
-        for index, entry in enumerate(entries):
-            problems += _entry_problems(entry, f"{source}: entries[{index}]")
-    return problems
-
-
-def _entry_problems(entry: Any, where: str) -> list[str]:
-    if not isinstance(entry, dict):
-        return [f"{where}: an entry is an object with tool and inverse (server, capture and note optional)"]
-    if "class" in entry or "reason" in entry:
-        return _declaration_problems(entry, where)
-    problems = _key_problems(entry, _ENTRY_KEYS, {"tool", "inverse"}, where)
-    if "tool" in entry and not _is_tool_name(entry["tool"]):
-        problems.append(f"{where}.tool: the tool to match: a non-empty name or glob (* any run of characters)")
-    if "server" in entry and not (isinstance(entry["server"], str) and _IDENT.fullmatch(entry["server"])):
-        problems.append(f"{where}.server: {entry['server']!r} is not a server name of the proxy configuration")
-    if "note" in entry and not (isinstance(entry["note"], str) and entry["note"].strip()):
-        problems.append(f"{where}.note: when present, a non-empty note")
-    if "capture" in entry:
-        problems += _call_problems(entry["capture"], f"{where}.capture", _CAPTURE_ROOTS)
-    if "inverse" in entry:
-        problems += _call_problems(entry["inverse"], f"{where}.inverse", _INVERSE_ROOTS)
-        problems += _pre_state_problems(entry, where)
-    return problems
-
-
-def _declaration_problems(entry: dict[str, Any], where: str) -> list[str]:
-    """An entry saying the tool has no inverse: tool, class C or I, reason (server and note optional)."""
-    both = {"inverse", "capture"} & entry.keys()  # said once below, not as unknown keys
-    problems = _key_problems(
-        {k: v for k, v in entry.items() if k not in both}, _DECLARATION_KEYS, {"tool", "class", "reason"}, where
-    )
-    if both:
-        problems.append(
-            f"{where}: an entry either declares an inverse or says there is none (class and reason), not both"
-        )
-    if "tool" in entry and not _is_tool_name(entry["tool"]):
-        problems.append(f"{where}.tool: the tool to match: a non-empty name or glob (* any run of characters)")
-    if "server" in entry and not (isinstance(entry["server"], str) and _IDENT.fullmatch(entry["server"])):
-        problems.append(f"{where}.server: {entry['server']!r} is not a server name of the proxy configuration")
-    if "class" in entry and entry["class"] not in _DECLARED_CLASSES:
-        problems.append(
-            f"{where}.class: {entry['class']!r}: a tool without an inverse is C (corrected afterwards) or I (no way "
-            "back); a tool with one is R through its inverse"
-        )
-    if "reason" in entry and not (isinstance(entry["reason"], str) and entry["reason"].strip()):
-        problems.append(f"{where}.reason: say why there is no inverse (an operator reads it)")
-    if "note" in entry and not (isinstance(entry["note"], str) and entry["note"].strip()):
-        problems.append(f"{where}.note: when present, a non-empty note")
-    return problems
-
-
-def _call_problems(call: Any, where: str, roots: tuple[str, ...]) -> list[str]:
-    if not isinstance(call, dict):
-        return [f"{where}: an object with tool and args"]
-    problems = _key_problems(call, _CALL_KEYS, _CALL_KEYS, where)
-    if "tool" in call and not _is_tool_name(call["tool"]):
-        problems.append(f"{where}.tool: a non-empty tool name of the same server")
-    args = call.get("args")
-    if "args" in call and not isinstance(args, dict):
-        problems.append(f'{where}.args: an object mapping each argument name to a $. reference or a {{"const": value}}')
-    elif isinstance(args, dict):
-        problems += [
-            f"{where}.args.{key}: {problem}" for key, ref in args.items() if (problem := _reference_problem(ref, roots))
-        ]
-    return problems
-
-
-def _reference_problem(ref: Any, roots: tuple[str, ...]) -> str | None:
-    allowed = " or ".join(f"$.{root}.x" for root in roots)
-    if isinstance(ref, dict):
-        return _const_problem(ref)
-    match = _REFERENCE.fullmatch(ref) if isinstance(ref, str) else None
-    if match is None:
-        return (
-            f"{ref!r} is not a reference; expected {allowed} (segments of letters, digits, '_' or '-'; one may end in "
-            '[*] to read every item of a list) or {"const": value}'
-        )
-    if match["root"] not in roots:
-        if roots == _CAPTURE_ROOTS:
-            return f"{ref!r} reads $.{match['root']}, which does not exist before the call runs; use $.args.x"
-        return f"{ref!r} reads $.{match['root']}, which does not exist here; use {allowed}"
-    return None
-
-
-def _const_problem(value: dict[str, Any]) -> str | None:
-    if set(value) != {_CONST}:
-        return f'{value!r}: an object argument is a constant, exactly {{"const": <any JSON value>}}'
-    if any(TEMPLATE_MARKER in text for _, text in iter_strings(value[_CONST], "const")):
-        return f"{value!r}: a constant holds no template ($" + "{...}); use a $. reference to read a value"
-    return None
-
-
-def _pre_state_problems(entry: dict[str, Any], where: str) -> list[str]:
-    inverse = entry.get("inverse")
-    args = inverse.get("args") if isinstance(inverse, dict) else None
-    if "capture" in entry or not isinstance(args, dict):
-        return []
-    return [
-        f"{where}.inverse.args.{key}: reads $.pre_state but the entry declares no capture, so nothing would ever be "
-        "captured; add a capture read, or map from $.args / $.result"
-        for key, ref in args.items()
-        if isinstance(ref, str) and ref.startswith("$.pre_state")
-    ]
-
-
-def _key_problems(value: dict[str, Any], known: set[str], required: set[str], where: str) -> list[str]:
-    problems = [f"{where}: {key!r} is missing" for key in sorted(required - value.keys())]
-    problems += [
-        f"{where}: unknown key {key!r} (a typo? the keys are {', '.join(sorted(known))})"
-        for key in sorted(value.keys() - known)
-    ]
-    return problems
-
-
 def _duplicate_problems(packs: Sequence[Pack]) -> list[str]:
     problems = []
     by_name: dict[str, Pack] = {}
@@ -468,10 +327,6 @@ def _uncallable(entry: PackEntry, server: str, tools: Sequence[str], missing: Se
     )
 
 
-def _is_tool_name(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip()) and value == value.strip()
-
-
 def _is_glob(pattern: str) -> bool:
     return not _GLOB_CHARACTERS.isdisjoint(pattern)
 
@@ -491,10 +346,10 @@ def _as_contract_call(call: PackCall) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     for key, ref in call.args.items():
         if isinstance(ref, dict):  # {"const": value}: sent as it is
-            arguments[key] = ref[_CONST]
+            arguments[key] = ref[CONST]
             continue
-        match = _REFERENCE.fullmatch(ref)
+        match = REFERENCE.fullmatch(ref)
         if match is None:  # validated packs only hold references
             raise ValueError(f"{ref!r} is not a $. reference")
-        arguments[key] = "${" + _TEMPLATE_ROOTS[match["root"]] + match["path"] + "}"
+        arguments[key] = "${" + TEMPLATE_ROOTS[match["root"]] + match["path"] + "}"
     return {"tool": call.tool, "arguments": arguments}
