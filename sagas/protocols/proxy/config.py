@@ -29,6 +29,7 @@ from jsonschema.exceptions import ValidationError, best_match
 
 from governance.errors import ServiceError
 from governance.policy.gates import DEFAULT_CONFIRM_TIMEOUT_SECONDS, GatePolicy, GateRule
+from registry import builtin_packs
 from registry.packs import PackError, PackSet, load_packs
 from registry.strict_json import StrictJsonError, read_strict_json
 from registry.tool_classes import ClassRule
@@ -201,6 +202,17 @@ def _packs(entries: Any, base: Path) -> tuple[tuple[Path, ...], PackSet, list[st
             documents.append((f"packs[{index}]", entry))
             continue
         if not isinstance(entry, str) or not entry:
+            continue
+        if entry.startswith(builtin_packs.PREFIX):
+            shipped = builtin_packs.builtin_pack(entry)
+            if shipped is None:
+                problems.append(
+                    f"packs[{index}]: no pack {entry!r} ships with Semantic Saga; the shipped packs are "
+                    f"{', '.join(builtin_packs.PREFIX + name for name in builtin_packs.names())}"
+                )
+                continue
+            paths.append(shipped)
+            documents.append((entry, read_strict_json(shipped, "compensation pack")))
             continue
         paths.append((base / entry).resolve())
         try:
