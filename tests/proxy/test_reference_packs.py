@@ -5,6 +5,7 @@ npm packages pinned in tests/proxy/reference_servers/package-lock.json, installe
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -31,16 +32,19 @@ INSTALL_SECONDS = 300
 
 @pytest.fixture(scope="module")
 def installed() -> Path:
-    """The pinned reference servers (npm ci once; a machine without npm fails here, saying so)."""
-    if not MEMORY.exists():
-        npm = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=SERVERS,
-            capture_output=True,
-            text=True,
-            timeout=INSTALL_SECONDS,
-        )
-        assert npm.returncode == 0, f"npm ci in {SERVERS} failed (Node.js and npm are needed):\n{npm.stderr}"
+    """The pinned reference servers (npm ci once; a machine without npm fails here, saying so). A lock file keeps two
+    test workers from installing into the same directory at once."""
+    with (SERVERS / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not MEMORY.exists():
+            npm = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=SERVERS,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_SECONDS,
+            )
+            assert npm.returncode == 0, f"npm ci in {SERVERS} failed (Node.js and npm are needed):\n{npm.stderr}"
     return MEMORY
 
 
