@@ -10,11 +10,13 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from django.core.management import call_command
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -147,3 +149,16 @@ def test_a_pack_that_does_not_ship_is_refused_naming_the_ones_that_do(tmp_path: 
         load_proxy_config(config)
     assert "no pack 'builtin:nope' ships with Semantic Saga" in refused.value.message
     assert "builtin:memory" in refused.value.message
+
+
+def test_a_draft_for_the_memory_server_proposes_the_inverses_its_pack_ships(tmp_path: Path, memory: dict[str, Any]):
+    out, err = StringIO(), StringIO()
+    config = config_file(tmp_path, {"memory": memory})
+    call_command("packs", "draft", "memory", "--config", str(config), "--timeout", "30", stdout=out, stderr=err)
+    drafted = {entry["tool"]: entry["inverse"] for entry in json.loads(out.getvalue())["entries"]}
+    # the list projection from the answer's schema, and the relations the answer lists
+    assert drafted["create_entities"] == {
+        "tool": "delete_entities",
+        "args": {"entityNames": "$.result.entities[*].name"},
+    }
+    assert drafted["create_relations"] == {"tool": "delete_relations", "args": {"relations": "$.result.relations"}}

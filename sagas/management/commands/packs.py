@@ -10,45 +10,21 @@ command then exits with status 1, because which of its tools lack a pack is not 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
-import mcp.types as types
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from registry.packs import PackEntry
 from registry.tool_classes import EffectClass, classify
+from sagas.management.pack_drafts import write_draft
+from sagas.management.server_tools import ServerTools, list_server_tools
 from sagas.management.terminal import CLASS_STYLES, Paint, table
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
-from sagas.protocols.proxy.downstream import DownstreamManager, DownstreamStatus, Timing
-from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
-
-
-@dataclass(frozen=True)
-class ServerTools:
-    spec: ServerSpec
-    status: DownstreamStatus
-    tools: tuple[types.Tool, ...] | None  # None: the server did not answer
-
-
-async def list_server_tools(config: ProxyConfig, timing: Timing) -> list[ServerTools]:
-    """Every configured server's tools (or its status when down), in configuration order, all at once."""
-    found: dict[str, ServerTools] = {}
-
-    async def one(spec: ServerSpec) -> None:
-        manager = DownstreamManager(dataclasses.replace(config, servers=(spec,)), timing=timing)
-        async with manager.running():
-            listing = next(iter(manager.catalog.listings), None)
-            found[spec.name] = ServerTools(spec, manager.status()[0], listing.tools if listing else None)
-
-    async with anyio.create_task_group() as group:
-        for spec in config.servers:
-            group.start_soon(one, spec)
-    return [found[spec.name] for spec in config.servers]
+from sagas.protocols.proxy.downstream import Timing
+from sagas.protocols.proxy.specs import ProxyConfig
 
 
 class Command(BaseCommand):
@@ -59,6 +35,14 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []  # reads a file and the downstreams; no database
 
     def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "action",
+            nargs="?",
+            choices=["draft"],
+            help="draft: print a draft pack for SERVER's tools, to finish by hand.",
+        )
+        parser.add_argument("server", nargs="?", help="With draft: the server of the configuration to draft for.")
+        parser.add_argument("--out", help="With draft: write the draft to this file instead of printing it.")
         parser.add_argument("--config", required=True, help="The proxy configuration file (a sagaz.config.json works).")
         parser.add_argument(
             "--timeout", type=float, default=20.0, help="Seconds to wait for each server to connect and list (20)."
@@ -71,6 +55,9 @@ class Command(BaseCommand):
             raise CommandError(problem.message) from None
         timeout = options["timeout"]
         timing = Timing(connect_timeout=timeout, list_timeout=timeout)
+        if options["action"] == "draft":
+            write_draft(self, config, options["server"], options["out"], timing)
+            return
         # The proxy logs each connection at INFO; here only a problem is news (the report says the rest).
         logging.getLogger("sagas.protocols.proxy").setLevel(logging.WARNING)
         servers = anyio.run(list_server_tools, config, timing)
