@@ -74,6 +74,8 @@ def _entry(tool: Tool, listed: Mapping[str, Tool]) -> dict[str, Any] | None:
         if inverse is not None:
             args = {key: _from_answer(key, tool, inverse) for key in inverse.required}
             guessed = [k for k, ref in args.items() if ref == f"$.result.{k}" and k not in tool.outputs]
+            if guessed and tool.outputs and not all(_ID_NAME.match(k) for k in guessed):
+                return None  # its answer's schema says it does not carry what the inverse needs: not a pair
             return _drafted(tool, {"tool": inverse.name, "args": args}, None, guessed)
     if verb in DELETE_VERBS:
         create = _sibling(tool.name, verb, noun, CREATE_VERBS, listed)

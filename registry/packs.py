@@ -138,14 +138,24 @@ class PackSet:
 
     def declared_for(self, server: str, tool: str) -> PackDeclaration | None:
         """The most specific declaration that `tool` on `server` has no inverse (an exact name before a glob, a
-        server named before any), or None."""
+        server named before any), or None; None too when an inverse entry is more specific. PackError when two
+        declarations tie."""
         matching = [declared for declared in self.declarations if declared.covers(server, tool)]
-        return max(matching, key=lambda declared: declared._rank(), default=None)
+        if not matching:
+            return None
+        top = max(declared._rank() for declared in matching)
+        best = [declared for declared in matching if declared._rank() == top]
+        if len(best) > 1:
+            raise PackError([_tie_problem(server, tool, best)])
+        entries = self._best(server, tool)
+        return best[0] if not entries or top >= entries[0]._rank() else None
 
     def usable_for(self, server: str, tool: str, offered: Collection[str] | None) -> PackEntry | None:
         """inverse_for, but None when the server (offering `offered`; None: not known yet) lacks a tool the entry
         calls: an inverse that cannot be called makes no call R and is never put in a step's contract."""
         entry = self.inverse_for(server, tool)
+        if entry is not None and self.declared_for(server, tool) is not None:
+            return None  # a declaration as specific or more says there is none: the more guarded reading wins
         if entry is None or offered is None or not entry.missing_on(offered):
             return entry
         return None
@@ -154,6 +164,11 @@ class PackSet:
         """A warning per entry the connected servers (`offered`: server -> its tools) cannot use: no server offers a
         tool it matches, or the server that does lacks its capture or inverse tool. Down servers are left out."""
         warnings: list[str] = []
+        for declared in self.declarations:
+            servers = [declared.server] if declared.server else list(offered)
+            known = [server for server in servers if server in offered]
+            if known and not any(declared.covers(s, t) for s in known for t in offered[s]):
+                warnings.append(_unmatched(declared))
         for entry in self.entries:
             if entry.server and entry.server not in offered:
                 continue  # that server is down (or unknown): whether it offers the tool is not known
@@ -182,6 +197,10 @@ class PackSet:
             best = self._best(server, tool)
             if len(best) > 1:
                 problems.append(_tie_problem(server, tool, best))
+            try:
+                self.declared_for(server, tool)
+            except PackError as tie:
+                problems += tie.problems
         return problems
 
     def uncovered(self, server: str, tools: Iterable[str]) -> list[str]:
@@ -269,8 +288,8 @@ def _duplicate_problems(packs: Sequence[Pack]) -> list[str]:
         if first is not entry:
             scope = f" on server {entry.server!r}" if entry.server else ""
             problems.append(
-                f"{entry.source}: a second compensation for tool {entry.tool!r}{scope}; {first.source} already "
-                "declares one. Keep one of them: an undo must not have to choose between two inverses"
+                f"{entry.source}: a second entry for tool {entry.tool!r}{scope}; {first.source} already covers it. "
+                "Keep one of them: an undo must not have to choose between two answers for one tool"
             )
     return problems
 
@@ -310,7 +329,7 @@ def _build_call(raw: dict[str, Any]) -> PackCall:
     return PackCall(tool=raw["tool"], args=dict(raw["args"]))
 
 
-def _unmatched(entry: PackEntry) -> str:
+def _unmatched(entry: PackEntry | PackDeclaration) -> str:
     where = f"server {entry.server!r} offers no tool" if entry.server else "no connected server offers a tool"
     return (
         f"{entry.source}: {where} matching {entry.tool!r}, so the entry is unused. Check the tool name (a typo?) "
@@ -331,7 +350,7 @@ def _is_glob(pattern: str) -> bool:
     return not _GLOB_CHARACTERS.isdisjoint(pattern)
 
 
-def _tie_problem(server: str, tool: str, entries: Sequence[PackEntry]) -> str:
+def _tie_problem(server: str, tool: str, entries: Sequence[PackEntry | PackDeclaration]) -> str:
     sources = ", ".join(entry.source for entry in entries)
     return (
         f"tool {tool!r} on server {server!r} is covered by {len(entries)} equally specific compensation pack "

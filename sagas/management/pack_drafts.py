@@ -34,7 +34,12 @@ def write_draft(command: BaseCommand, config: ProxyConfig, server: str | None, o
     draft = draft_pack(spec.name, tools)
     text = json.dumps(draft.pack, indent=2, ensure_ascii=False) + "\n"
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise CommandError(
+                f"Cannot write {out} ({error.strerror}): name a file in a directory that exists."
+            ) from None
         command.stderr.write(f"wrote {out}: {len(draft.pack['entries'])} drafted entr(y/ies)")
     else:
         command.stdout.write(text, ending="")

@@ -118,8 +118,8 @@ def test_two_inverses_for_one_tool_are_refused_naming_both(tmp_path: Path):
         load_packs([first, second])
     # then the second declaration is refused, naming where the first one is
     (problem,) = caught.value.problems
-    assert problem.startswith(f"{second} entries[1]: a second compensation for tool 'delete_contact'")
-    assert f"{first} entries[0] already declares one" in problem
+    assert problem.startswith(f"{second} entries[1]: a second entry for tool 'delete_contact'")
+    assert f"{first} entries[0] already covers it" in problem
     assert caught.value.code == "INVALID_COMPENSATION_PACK" and "none was loaded" in caught.value.message
 
 

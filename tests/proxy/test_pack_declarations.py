@@ -79,3 +79,25 @@ def test_a_proxied_call_is_classed_and_undone_as_its_pack_declares(tmp_path: Pat
     )
     plan = json.loads(command("undo", "--dry-run", "--json"))
     assert [(item["tool"], item["verdict"]) for item in plan["items"]] == [("send_email", "no_way_back")]
+
+
+def test_the_more_guarded_reading_wins_a_tie_and_a_more_specific_declaration_wins_a_glob_inverse():
+    glob_inverse = {"tool": "send_*", "inverse": {"tool": "unsend", "args": {"id": "$.result.id"}}}
+    exact_declared = {"tool": "send_email", "class": "I", "reason": "gone for good"}
+    packs = PackSet((parse_pack({**DECLARING, "entries": [glob_inverse, exact_declared]}, "p.json"),))
+    assert packs.usable_for("demo", "send_email", None) is None  # no inverse: the declaration is more specific
+    assert packs.declared_for("demo", "send_email").effect_class == "I"  # type: ignore[union-attr]
+    assert packs.usable_for("demo", "send_sms", None) is not None  # the glob still covers the rest
+
+
+def test_two_equally_specific_declarations_are_a_conflict():
+    tied = [{"tool": "create_*", "class": "I", "reason": "a"}, {"tool": "*_entities", "class": "C", "reason": "b"}]
+    packs = PackSet((parse_pack({**DECLARING, "entries": tied}, "p.json"),))
+    assert packs.conflicts("memory", ["create_entities"]) != []
+    with pytest.raises(PackError):
+        packs.declared_for("memory", "create_entities")
+
+
+def test_a_declaration_no_server_matches_is_warned_about():
+    packs = PackSet((parse_pack({**DECLARING, "entries": [{"tool": "sned_email", "class": "I", "reason": "r"}]}, "p"),))
+    assert any("matching 'sned_email'" in warning for warning in packs.unusable({"demo": ["send_email"]}))

@@ -57,3 +57,13 @@ def test_a_server_the_configuration_does_not_have_is_named_with_the_ones_it_has(
     with pytest.raises(CommandError) as unnamed:
         _draft(config)
     assert "Name the server to draft for" in str(unnamed.value)
+
+
+def test_the_documented_order_of_arguments_works_and_a_bad_out_path_is_one_line(tmp_path: Path):
+    config = config_file(tmp_path, {"demo": stdio(DEMO)})
+    out, err = StringIO(), StringIO()
+    call_command("packs", "draft", "--config", str(config), "demo", "--timeout", "30", stdout=out, stderr=err)
+    assert json.loads(out.getvalue())["name"] == "demo-draft"
+    with pytest.raises(CommandError) as refused:
+        _draft(config, "demo", "--out", str(tmp_path / "no-such-dir" / "d.json"))
+    assert "name a file in a directory that exists" in str(refused.value)

@@ -162,3 +162,11 @@ def test_a_draft_for_the_memory_server_proposes_the_inverses_its_pack_ships(tmp_
         "args": {"entityNames": "$.result.entities[*].name"},
     }
     assert drafted["create_relations"] == {"tool": "delete_relations", "args": {"relations": "$.result.relations"}}
+
+
+def test_the_memory_draft_leaves_add_observations_unpaired(tmp_path: Path, memory: dict[str, Any]):
+    out, err = StringIO(), StringIO()
+    config = config_file(tmp_path, {"memory": memory})
+    call_command("packs", "draft", "--config", str(config), "memory", stdout=out, stderr=err)
+    assert "add_observations" not in {entry["tool"] for entry in json.loads(out.getvalue())["entries"]}
+    assert "no pair for add_observations" in err.getvalue()

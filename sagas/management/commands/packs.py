@@ -34,6 +34,12 @@ class Command(BaseCommand):
     )
     requires_system_checks: list[str] = []  # reads a file and the downstreams; no database
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> CommandParser:
+        # `packs draft --config FILE SERVER`: positionals on both sides of an option, which plain parse_args refuses
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.parse_args = parser.parse_intermixed_args  # type: ignore[method-assign]
+        return parser
+
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "action",
