@@ -186,10 +186,6 @@ class SessionDetail:
     def undoable(self) -> bool:
         return self.saga.status in UNDOABLE
 
-    @property
-    def held_waiting(self) -> int:
-        return sum(1 for call in self.calls if call.held is not None)
-
 
 def session_detail(*, actor: Principal, saga_id: object) -> SessionDetail:
     """One proxy session of the actor's tenant (NotFound otherwise, or NOT_A_PROXY_SESSION for a plain saga)."""

@@ -15,9 +15,7 @@ from registry.selectors import action_get
 from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, NotFound, SagaError
 from sagas.models import Saga
-
-# The action id of a proxied call's node or step: proxy.<server>.<tool> (sagas.coordinator.proxy.contract).
-PROXY_ACTION_PREFIX = "proxy."
+from sagas.selectors.proxy_sessions import PROXY_ACTION_PREFIX  # proxy.<server>.<tool>: one spelling for all
 
 
 @dataclass(frozen=True)

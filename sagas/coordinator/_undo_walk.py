@@ -31,7 +31,7 @@ from sagas.coordinator._undo_drift import Drift, drift
 from sagas.coordinator.compensation import compensate, fail, runner_lost
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
-from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, proxy_section, verdict_of
+from sagas.selectors.undo_plan import UndoItem, item, proxy_section, verdict_of
 from sagas.states import SagaKind, SagaStatus, StepStatus
 
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
@@ -55,7 +55,6 @@ def is_session(saga_id: uuid.UUID) -> bool:
 # and, for a forced undo asked in the console, why. The reason is an operator's text, so it stays out of the audit
 # chain (payload-free: docs/audit_hash.md) as an approval's reason does; the chain records the options.
 UNDO_REQUESTS = "undo_requests"
-MAX_REASON_CHARS = MAX_UNDO_REASON_CHARS
 
 
 def recorder(options: UndoOptions, reason: str = "") -> Callable[[Tx], None]:

@@ -33,9 +33,10 @@ from typing import Any
 from registry.contracts import definition_hash, validate_contract
 from registry.errors import RegistryError
 from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
-from sagas.coordinator._actions import PROXY_ACTION_PREFIX, Pinned
+from sagas.coordinator._actions import Pinned
 from sagas.errors import InvalidInput
 from sagas.proxied_facts import CallFacts
+from sagas.selectors.proxy_sessions import PROXY_ACTION_PREFIX
 
 # The saga metadata key describing a proxy session (client, config, era); what makes one is Saga.kind.
 SESSION_KEY = "proxy"

@@ -26,7 +26,7 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import policy as _policy
-from sagas.coordinator._actions import PROXY_ACTION_PREFIX, Pinned, is_proxied_action
+from sagas.coordinator._actions import Pinned, is_proxied_action
 from sagas.coordinator._guards import find_node
 from sagas.coordinator._leases import RELEASED, LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
@@ -38,6 +38,7 @@ from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Approval, Node
 from sagas.proxied_facts import CallFacts
 from sagas.selectors.approvals import input_digest
+from sagas.selectors.proxy_sessions import PROXY_ACTION_PREFIX
 from sagas.states import ApprovalStatus, NodeStatus, StepStatus
 
 # A held call still open: waiting for a decision, or approved and about to be sent.

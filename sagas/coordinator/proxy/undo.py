@@ -30,12 +30,12 @@ from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import rollback
 from sagas.coordinator._leases import LeaseRef, heartbeat
 from sagas.coordinator._undo_drift import drift
-from sagas.coordinator._undo_walk import MAX_REASON_CHARS, UndoOptions, recorder, steps_newest_first, walk
+from sagas.coordinator._undo_walk import UndoOptions, recorder, steps_newest_first, walk
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
 from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoint
 from sagas.selectors.scope import tenant_saga
-from sagas.selectors.undo_plan import UndoItem, item, verdict_of
+from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, verdict_of
 
 __all__ = ["UndoItem", "UndoReport", "proxy_session_undo"]
 
@@ -67,12 +67,12 @@ def proxy_session_undo(
     rollback's events, UNDO_LISTED per C or I call; the request, with `reason`, kept in the session's
     metadata.proxy.undo_requests (never in the chain). Errors: NOT_A_PROXY_SESSION, CHECKPOINT_NOT_FOUND,
     ROLLBACK_REFUSED (committed or already rolled back), UNDO_BUSY (a call is still in flight, or another walk runs),
-    INVALID_INPUT (a reason longer than MAX_REASON_CHARS).
+    INVALID_INPUT (a reason longer than MAX_UNDO_REASON_CHARS).
     """
     authorize(actor, EXECUTE, "rollback")
-    if len(reason) > MAX_REASON_CHARS:
+    if len(reason) > MAX_UNDO_REASON_CHARS:
         raise InvalidInput(
-            message=f"The undo's reason is {len(reason)} characters; keep it to {MAX_REASON_CHARS} (say why, and "
+            message=f"The undo's reason is {len(reason)} characters; keep it to {MAX_UNDO_REASON_CHARS} (say why, and "
             "put the rest in your ticket). Nothing was undone."
         )
     saga = tenant_saga(actor, saga_id)
