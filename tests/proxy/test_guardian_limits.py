@@ -7,14 +7,18 @@ others serve."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from django.db import connections
 from mcp.shared.exceptions import MCPError
 
+from governance.identity.principal import Principal
+from sagas import coordinator
 from sagas.models import Node, Step
 from tests.proxy.agent import text, tool_names
 from tests.proxy.guardian import (
@@ -24,6 +28,7 @@ from tests.proxy.guardian import (
     hostile,
     hostile_over_http,
     peak_memory_bytes,
+    poll,
     proxy_pid,
 )
 
@@ -108,17 +113,30 @@ def _flood(guarded: Guarded, calls: int) -> list[Any]:
     return anyio.run(scenario)
 
 
+def _deny_the_held_calls_once(refused: int) -> None:
+    """An operator of the session's tenant denies every held call, once `refused` calls were turned away: the
+    queue stays full for the whole flood however slow the machine, with no timeout racing it."""
+    poll(lambda: Step.objects.filter(error__code="HELD_CALLS_LIMIT").count() >= refused, f"{refused} refusals")
+    for node in Node.objects.filter(status="WAITING_APPROVAL").select_related("saga"):
+        olga = Principal("olga", node.saga.tenant_id, roles=frozenset({"operator"}), authenticated=True)
+        coordinator.node_approve(actor=olga, saga_id=node.saga_id, node_id=node.id, approved=False, reason="flood")
+    connections.close_all()
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_one_agent_cannot_fill_the_approval_queue(transport: str, tmp_path: Path):
-    policy = {"confirmTimeoutMs": 4000}
+    policy = {"confirmTimeoutMs": 600_000}
     with guarded_proxy(transport, tmp_path, policy=policy, env={"SAGA_PROXY_MAX_HELD_CALLS": "20"}) as guarded:
+        operator = threading.Thread(target=_deny_the_held_calls_once, args=(180,))
+        operator.start()
         answers = _flood(guarded, 200)
+        operator.join()
 
     texts = [text(answer) for answer in answers]
     limited = [t for t in texts if "SAGA_PROXY_MAX_HELD_CALLS" in t]
-    timed_out = [t for t in texts if "nobody approved it within the confirm timeout" in t]
+    denied = [t for t in texts if "olga denied it" in t]
     assert len(answers) == 200 and all(answer.is_error for answer in answers)
-    assert len(timed_out) == 20 and len(limited) == 180
+    assert len(denied) == 20 and len(limited) == 180
     assert "20 calls of " in limited[0] and "already wait for a person" in limited[0]
     assert Node.objects.count() == 20 and guarded.calls() == []
     assert Step.objects.filter(error__code="HELD_CALLS_LIMIT").count() == 180
