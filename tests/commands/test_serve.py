@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,14 +12,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.distributed.workers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_DEADLINE_SECONDS = 60
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def _cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

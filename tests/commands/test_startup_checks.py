@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -21,18 +20,13 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 
 from saga_project.environment import absolutize_paths, load_dotenv
+from tests.distributed.workers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 # Generous: only a process that wrongly starts serving runs into it (it would then serve until killed).
 EXIT_DEADLINE_SECONDS = 90
 GOOD_TOKEN = "a-long-random-token-for-alice"
 BAD_REGO = 'package semantic_saga\n\ndecision := {"effect": "allow"\n'
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tokens_file(token: str, **spec: object) -> str:

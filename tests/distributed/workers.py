@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -17,10 +18,27 @@ ROOT = Path(__file__).resolve().parents[2]
 READY_DEADLINE_SECONDS = 60
 
 
+# Ports for the servers tests start, below Linux's ephemeral range (32768-60999) so that no outgoing connection
+# takes one between the check and the server's bind, and one block per xdist worker so that two workers never hand
+# out the same port (a server that lost the race would find another worker's server answering at its address).
+_PORT_BLOCK = 1500
+_PORT_BASE = 20000
+_ports_handed_out = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback port nobody listens on, reserved to this test process's block."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    base = _PORT_BASE + (int(worker) if worker.isdigit() else 0) % 8 * _PORT_BLOCK
+    for _ in range(_PORT_BLOCK):
+        port = base + next(_ports_handed_out) % _PORT_BLOCK
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {base}-{base + _PORT_BLOCK - 1}; stop stray test servers")
 
 
 def shared_database_url() -> str:

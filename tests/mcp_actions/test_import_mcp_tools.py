@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import socket
 import sys
 from io import StringIO
 from pathlib import Path
@@ -17,6 +16,7 @@ from registry.actions import invoke_forward
 from registry.contracts import validate_contract
 from registry.models import ActionDefinition
 from registry.services import registry_load_file
+from tests.distributed.workers import free_port
 from tests.mcp_actions.conftest import DEMO_PATH, DemoWorld, context
 
 # tool -> (proposed reversibility, execution_policy.idempotent), from the demo server's honest annotations
@@ -129,9 +129,7 @@ def test_a_reviewed_draft_validates_and_runs(crm: DemoWorld):
 
 
 def test_unreachable_server_is_a_clear_error():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    url = f"http://127.0.0.1:{free_port()}/mcp"
     with pytest.raises(CommandError) as caught:
         _import(url)
     message = str(caught.value)

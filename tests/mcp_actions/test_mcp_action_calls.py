@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import threading
 import time
@@ -18,6 +17,7 @@ import pytest
 from audit.canonical import sha256_hex
 from registry.actions import invoke_compensation, invoke_forward
 from registry.errors import ActionFailure
+from tests.distributed.workers import free_port
 from tests.mcp_actions.conftest import DemoWorld, context, create_contact, http_server, mcp_contract, stdio_server
 
 ADA = {"name": "Ada", "email": "ada@example.com"}
@@ -33,9 +33,7 @@ def _transfer(url: str, **options: object) -> dict[str, object]:
 
 
 def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 def test_forward_receipt_is_the_tool_answer_and_compensation_reads_it(crm: DemoWorld):

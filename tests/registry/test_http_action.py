@@ -1,13 +1,13 @@
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import pytest
 
 from registry.actions import InvocationContext, invoke_compensation, invoke_forward
 from registry.errors import ActionFailure
+from tests.distributed.workers import free_port
 from tests.httpserver import RecordingHTTPServer, Reply
 
 SECRET = "tok-7f3a9c-very-secret"
@@ -168,9 +168,7 @@ def test_http_disconnect_without_answer_is_uncertain(server: RecordingHTTPServer
 
 def test_http_connection_refused_is_retryable_not_uncertain() -> None:
     # given a port nobody listens on
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     # when the call runs
     failure = _forward_failure(_definition(f"http://127.0.0.1:{port}"))
     # then the request was never sent: retrying is safe
