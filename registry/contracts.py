@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit.canonical import sha256_hex
+from registry.capture_outcomes import BRANCH_OF, branch_problems
 from registry.errors import RegistryError
 from registry.semantics import semantic_reversibility
 from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
@@ -253,10 +254,16 @@ def _draft_problems(contract: dict[str, Any], path: str) -> list[str]:
 def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
     """Templates only in arguments, with the roots each call may use; nothing templated in server or tool names."""
     problems = []
-    has_capture = isinstance(contract.get("capture"), dict)
+    capture = contract.get("capture")
+    has_capture = isinstance(capture, dict)
+    capture = capture if isinstance(capture, dict) else {}
     calls = (("capture", False, False), ("forward", False, False), ("compensation", True, has_capture))
-    for part, allow_result, allow_pre_state in calls:
-        call = contract.get(part)
+    # A capture's outcome branches undo a call whose capture read nothing: they may read the result, no pre_state.
+    branches = tuple((f"capture.{key}", True, False) for key in BRANCH_OF.values() if has_capture and key in capture)
+    if has_capture:
+        problems += branch_problems(capture, f"{path}.capture")
+    for part, allow_result, allow_pre_state in (*calls, *branches):
+        call = _part(contract, part)
         if not isinstance(call, dict):
             continue
         where = f"{path}.{part}"
@@ -272,6 +279,14 @@ def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
         problems += _literal_only(call.get("tool"), f"{where}.tool")
     problems += _literal_only(contract.get("server"), f"{path}.server")
     return problems
+
+
+def _part(contract: dict[str, Any], part: str) -> Any:
+    """`forward`, or a nested part such as `capture.when_absent`."""
+    found: Any = contract
+    for key in part.split("."):
+        found = found.get(key) if isinstance(found, dict) else None
+    return found
 
 
 def _literal_only(value: Any, path: str) -> list[str]:

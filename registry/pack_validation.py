@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from registry.capture_outcomes import pattern_problems
 from registry.templating import TEMPLATE_MARKER, iter_strings
 
 IDENT = re.compile(r"[A-Za-z0-9_-]+")
@@ -15,10 +16,14 @@ _CAPTURE_ROOTS = ("args",)
 _INVERSE_ROOTS = ("args", "result", "pre_state")
 TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
 _PACK_KEYS = {"name", "description", "entries"}
-_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note"}
+_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note", "ifNotFound", "ifCaptureFailed"}
+# The branch keys of an entry, by the capture outcome they answer (registry.capture_outcomes).
+BRANCHES = {"ifNotFound": "when_absent", "ifCaptureFailed": "when_failed"}
+_BRANCH_ROOTS = ("args", "result")
 _DECLARATION_KEYS = {"tool", "server", "class", "reason", "note"}
 _DECLARED_CLASSES = ("C", "I")
 _CALL_KEYS = {"tool", "args"}
+_CAPTURE_KEYS = {"tool", "args", "notFound", "textPattern", "readAfter"}
 
 
 def pack_problems(document: Any, source: str) -> list[str]:
@@ -54,7 +59,10 @@ def _entry_problems(entry: Any, where: str) -> list[str]:
     if "note" in entry and not (isinstance(entry["note"], str) and entry["note"].strip()):
         problems.append(f"{where}.note: when present, a non-empty note")
     if "capture" in entry:
-        problems += _call_problems(entry["capture"], f"{where}.capture", _CAPTURE_ROOTS)
+        problems += _capture_problems(entry["capture"], f"{where}.capture")
+    for key in BRANCHES:
+        if key in entry:
+            problems += _branch_problems(entry, key, f"{where}.{key}")
     if "inverse" in entry:
         problems += _call_problems(entry["inverse"], f"{where}.inverse", _INVERSE_ROOTS)
         problems += _pre_state_problems(entry, where)
@@ -87,10 +95,48 @@ def _declaration_problems(entry: dict[str, Any], where: str) -> list[str]:
     return problems
 
 
-def _call_problems(call: Any, where: str, roots: tuple[str, ...]) -> list[str]:
+def _capture_problems(capture: Any, where: str) -> list[str]:
+    """The capture read: a call reading $.args, plus how to read its outcome (registry.capture_outcomes)."""
+    if not isinstance(capture, dict):
+        return [f"{where}: an object with tool and args (notFound, textPattern and readAfter optional)"]
+    problems = _call_problems(capture, where, _CAPTURE_ROOTS, _CAPTURE_KEYS)
+    for key in ("notFound", "textPattern"):
+        if key in capture:
+            problems += pattern_problems(capture[key], f"{where}.{key}")
+    if "readAfter" in capture and not isinstance(capture["readAfter"], bool):
+        problems.append(f"{where}.readAfter: true or false (read the state again after the call, for the undo)")
+    return problems
+
+
+def _branch_problems(entry: dict[str, Any], key: str, where: str) -> list[str]:
+    """ifNotFound / ifCaptureFailed: another inverse (reading $.args and $.result) or none (class and reason)."""
+    branch = entry[key]
+    if "capture" not in entry:
+        return [f"{where}: the branch answers a capture's outcome, but the entry declares no capture; add one"]
+    capture = entry["capture"] if isinstance(entry["capture"], dict) else {}
+    if key == "ifNotFound" and not {"notFound", "textPattern"} & capture.keys():
+        return [
+            f"{where}: nothing can make the capture find nothing; add capture.notFound (a pattern over its error's "
+            "text) or capture.textPattern"
+        ]
+    if isinstance(branch, dict) and ("class" in branch or "reason" in branch) and "tool" not in branch:
+        problems = _key_problems(branch, {"class", "reason"}, {"class", "reason"}, where)
+        if "class" in branch and branch["class"] not in _DECLARED_CLASSES:
+            problems.append(f"{where}.class: {branch['class']!r}: C (corrected afterwards) or I (no way back)")
+        if "reason" in branch and not (isinstance(branch["reason"], str) and branch["reason"].strip()):
+            problems.append(f"{where}.reason: say why there is no inverse then (an operator reads it)")
+        return problems
+    if not isinstance(branch, dict):
+        return [f'{where}: a call {{"tool", "args"}} or no inverse {{"class": "C" or "I", "reason"}}']
+    return _call_problems(branch, where, _BRANCH_ROOTS)
+
+
+def _call_problems(
+    call: Any, where: str, roots: tuple[str, ...], keys: set[str] | frozenset[str] = frozenset(_CALL_KEYS)
+) -> list[str]:
     if not isinstance(call, dict):
         return [f"{where}: an object with tool and args"]
-    problems = _key_problems(call, _CALL_KEYS, _CALL_KEYS, where)
+    problems = _key_problems(call, set(keys), _CALL_KEYS, where)
     if "tool" in call and not is_tool_name(call["tool"]):
         problems.append(f"{where}.tool: a non-empty tool name of the same server")
     args = call.get("args")
@@ -114,6 +160,8 @@ def _reference_problem(ref: Any, roots: tuple[str, ...]) -> str | None:
             '[*] to read every item of a list) or {"const": value}'
         )
     if match["root"] not in roots:
+        if roots == _BRANCH_ROOTS:
+            return f"{ref!r} reads $.{match['root']}, which this branch does not have (the capture found nothing)"
         if roots == _CAPTURE_ROOTS:
             return f"{ref!r} reads $.{match['root']}, which does not exist before the call runs; use $.args.x"
         return f"{ref!r} reads $.{match['root']}, which does not exist here; use {allowed}"

@@ -33,15 +33,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from registry.errors import RegistryError
-from registry.pack_validation import CONST, REFERENCE, TEMPLATE_ROOTS, pack_problems
+from registry.pack_validation import BRANCHES, CONST, REFERENCE, TEMPLATE_ROOTS, pack_problems
 from registry.strict_json import StrictJsonError, read_strict_json
 
 _GLOB_CHARACTERS = frozenset("*?[")
+# A pack capture's outcome keys, in the contract's words (registry.capture_outcomes).
+CAPTURE_READING = {"notFound": "absent_when", "textPattern": "text_pattern", "readAfter": "read_after"}
 
 
 class PackError(RegistryError):
@@ -65,6 +67,14 @@ class PackCall:
 
 
 @dataclass(frozen=True)
+class PackNoInverse:
+    """A branch saying that, in its capture outcome, the call has no inverse: class C or I, and why."""
+
+    effect_class: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class PackEntry:
     pack: str  # the pack's name
     source: str  # where it was declared: "examples/demo_pack.json entries[1]"
@@ -73,13 +83,28 @@ class PackEntry:
     server: str = ""
     capture: PackCall | None = None
     note: str = ""
+    # How to read the capture's outcome: notFound, textPattern, readAfter (registry.capture_outcomes).
+    capture_reading: Mapping[str, Any] = field(default_factory=dict)
+    # ifNotFound / ifCaptureFailed: another inverse, or none.
+    branches: Mapping[str, PackCall | PackNoInverse] = field(default_factory=dict)
+
+    def guarded_class(self) -> tuple[str, str] | None:
+        """The class a call gets before its capture runs when a branch has no inverse (the more guarded one, I
+        before C), and why; None when every outcome has an inverse (the call is R)."""
+        none = [(key, branch) for key, branch in self.branches.items() if isinstance(branch, PackNoInverse)]
+        if not none:
+            return None
+        key, worst = max(none, key=lambda pair: pair[1].effect_class == "I")
+        when = "the capture finds nothing" if key == "ifNotFound" else "the capture read fails"
+        return worst.effect_class, f"no inverse when {when}: {worst.reason.strip()}; otherwise {self.inverse.tool}"
 
     def covers(self, server: str, tool: str) -> bool:
         return self.server in ("", server) and fnmatchcase(tool, self.tool)
 
     def needs(self) -> tuple[str, ...]:
         """The tools of the same server this entry calls: its capture read's (if any), then its inverse's."""
-        return (*((self.capture.tool,) if self.capture else ()), self.inverse.tool)
+        calls = [branch.tool for branch in self.branches.values() if isinstance(branch, PackCall)]
+        return (*((self.capture.tool,) if self.capture else ()), self.inverse.tool, *calls)
 
     def missing_on(self, offered: Collection[str]) -> list[str]:
         """The tools this entry calls that a server offering `offered` does not have."""
@@ -89,8 +114,21 @@ class PackEntry:
         """The `compensation` (and `capture`) of an equivalent `kind: mcp` contract (mapping in the docstring)."""
         parts: dict[str, Any] = {"compensation": _as_contract_call(self.inverse)}
         if self.capture is not None:
-            parts["capture"] = _as_contract_call(self.capture)
+            parts["capture"] = {**_as_contract_call(self.capture), **self._capture_outcomes()}
         return parts
+
+    def _capture_outcomes(self) -> dict[str, Any]:
+        """The capture's outcome fields in the contract's words (registry.capture_outcomes)."""
+        fields: dict[str, Any] = {
+            CAPTURE_READING[key]: value for key, value in self.capture_reading.items() if key in CAPTURE_READING
+        }
+        for key, branch in self.branches.items():
+            fields[BRANCHES[key]] = (
+                _as_contract_call(branch)
+                if isinstance(branch, PackCall)
+                else {"class": branch.effect_class, "reason": branch.reason}
+            )
+        return fields
 
     def _rank(self) -> tuple[bool, bool]:
         return (not _is_glob(self.tool), bool(self.server))
@@ -305,6 +343,8 @@ def _build_pack(document: dict[str, Any], source: str) -> Pack:
             server=raw.get("server", ""),
             capture=_build_call(raw["capture"]) if "capture" in raw else None,
             note=raw.get("note", ""),
+            capture_reading={k: v for k, v in raw.get("capture", {}).items() if k in CAPTURE_READING},
+            branches={key: _build_branch(raw[key]) for key in BRANCHES if key in raw},
         )
         for index, raw in raws
         if "inverse" in raw
@@ -327,6 +367,12 @@ def _build_pack(document: dict[str, Any], source: str) -> Pack:
 
 def _build_call(raw: dict[str, Any]) -> PackCall:
     return PackCall(tool=raw["tool"], args=dict(raw["args"]))
+
+
+def _build_branch(raw: dict[str, Any]) -> PackCall | PackNoInverse:
+    if "tool" in raw:
+        return _build_call(raw)
+    return PackNoInverse(raw["class"], raw["reason"].strip())
 
 
 def _unmatched(entry: PackEntry | PackDeclaration) -> str:

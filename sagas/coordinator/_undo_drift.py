@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.actions import InvocationContext
+from registry.capture_outcomes import FOUND, POST_STATE, outcome_of, state_of
+from registry.tool_answers import answer_text
 from sagas import executor
 from sagas.models import Step
 
@@ -39,7 +41,11 @@ def drift(step: Step) -> Drift | None:
     capture = step.action_definition.get("capture")
     stored = step.result if isinstance(step.result, dict) else {}
     pre_state = stored.get("pre_state")
-    if not isinstance(capture, dict) or not isinstance(pre_state, dict):
+    if not isinstance(capture, dict) or outcome_of(stored) != FOUND:
+        return None  # no capture, or it found nothing: there is no state of before to restore over a newer one
+    if POST_STATE in stored:
+        return _drift_from_read_after(step, capture, stored)
+    if not isinstance(pre_state, dict):
         return None
     current, unreadable = _read_now(step, capture)
     if unreadable:
@@ -55,13 +61,26 @@ def drift(step: Step) -> Drift | None:
     return Drift(f"{', '.join(changed)} changed since the call (read with {capture['tool']})")
 
 
+def _drift_from_read_after(step: Step, capture: dict[str, Any], stored: dict[str, Any]) -> Drift | None:
+    """The capture declared `read_after`: the state read right after the call is what the undo expects now."""
+    current, unreadable = _read_now(step, capture)
+    if unreadable:
+        return Drift(unreadable, unreadable=True)
+    if current == stored[POST_STATE] or (step.compensation_attempts > 0 and current == stored.get("pre_state")):
+        return None
+    if current is _ABSENT:
+        return Drift(f"{capture['tool']} no longer finds it, though the call had left it")
+    return Drift(f"{capture['tool']} reads it otherwise than the call left it")
+
+
 def _read_now(step: Step, capture: dict[str, Any]) -> tuple[object, str]:
     """The captured thing as it is now (_ABSENT when the tool answers an error), or why it could not be read."""
     outcome = executor.perform(
         _read_definition(step.action_definition, capture), _read_context(step), compensation=False
     )
     if outcome.ok:
-        return (outcome.result or {}).get("result"), ""
+        answer = outcome.result or {}
+        return state_of(capture, text=answer_text(answer), payload=answer.get("result")), ""
     error = outcome.error or {}
     if error.get("code") == "MCP_TOOL_ERROR":
         return _ABSENT, ""

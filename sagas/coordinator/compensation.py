@@ -25,7 +25,7 @@ from sagas import executor
 from sagas.coordinator._leases import RELEASED
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.models import Node, Saga, Step
-from sagas.selectors.undo_plan import forward_receipt
+from sagas.selectors.undo_plan import forward_receipt, step_contract
 from sagas.states import COMPENSABLE_STEP_STATES, NodeStatus, SagaStatus, StepStatus, can_transition
 
 # A compensation backoff is waited for inline, capped so one slow downstream cannot hold a rollback for long.
@@ -72,10 +72,11 @@ def _claim(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: int)
                 },
             )
             return None
-        if not has_compensation(snapshot):
+        effective = step_contract(step)  # the inverse its capture's recorded outcome chose
+        if not has_compensation(effective):
             _no_compensation(tx, step)
             return None
-        if forward_receipt(step) is None and compensation_needs_result(snapshot):
+        if forward_receipt(step) is None and compensation_needs_result(effective):
             _no_receipt(tx, step)
             return None
         tx.transition(
@@ -139,7 +140,7 @@ def compensate(actor: Principal, saga_id: uuid.UUID, step_id: uuid.UUID, fence: 
         with telemetry.span(
             "saga.compensation", saga_id=str(saga_id), action=step.action, attempt=step.compensation_attempts
         ):
-            outcome = executor.perform(step.action_definition, ctx, compensation=True)
+            outcome = executor.perform(step_contract(step), ctx, compensation=True)
         step = _record(actor, saga_id, step, outcome, fence)
     return Saga.objects.filter(pk=saga_id, fence_token=fence, status=SagaStatus.ROLLING_BACK).exists()
 

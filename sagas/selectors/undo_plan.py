@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from registry.capture_outcomes import effective_contract, no_inverse
 from registry.compensation_plan import InversePlan, inverse_plan
 from registry.contracts import has_compensation
 from registry.templating import references_forward_answer
@@ -57,9 +58,14 @@ def forward_receipt(step: Step) -> Any:
     return None
 
 
+def step_contract(step: Step) -> dict[str, Any]:
+    """The step's contract as its undo applies: with the inverse its capture's recorded outcome chose."""
+    return effective_contract(step.action_definition, forward_receipt(step))
+
+
 def step_inverse(step: Step) -> InversePlan | None:
     """The step's inverse as its compensation would send it now, or None when it declares none."""
-    compensation = step.action_definition.get("compensation")
+    compensation = step_contract(step).get("compensation")
     if not isinstance(compensation, dict):
         return None
     base = {"input": step.input, "saga": {"id": str(step.saga_id)}, "step": {"id": str(step.id)}}
@@ -77,7 +83,10 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "skipped", "failed: the tool answered an error or the call was never sent"
     if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
         return "skipped", "a read: nothing to undo"
-    if has_compensation(step.action_definition):
+    if (branch := no_inverse(step.action_definition, forward_receipt(step))) is not None:
+        why = f"the capture read before it found nothing, so it has no inverse: {branch.reason}"
+        return ("no_way_back", why) if branch.effect_class == "I" else ("needs_decision", why)
+    if has_compensation(step_contract(step)):
         plan = step_inverse(step)
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem

@@ -42,7 +42,7 @@ import anyio
 from registry.actions import result_limit
 from registry.actions.context import InvocationContext
 from registry.actions.mcp import _request
-from registry.actions.mcp._answer import TEXT_LIMIT, kept_output, outcome, pre_state_of, size_of
+from registry.actions.mcp._answer import TEXT_LIMIT, kept_output, outcome, pre_state_of, read_of, size_of
 from registry.actions.mcp._connection import (
     DEFAULT_TIMEOUT_SECONDS,
     USER_AGENT,
@@ -56,6 +56,7 @@ from registry.actions.mcp._connection import (
 from registry.actions.mcp._failures import failure
 from registry.actions.mcp._listing import MAX_TOOL_PAGES, ServerListing, list_tools
 from registry.actions.mcp._request import IDEMPOTENCY_META_KEY, ToolCall
+from registry.capture_outcomes import proceeds
 from registry.contracts import resolved_execution_policy
 
 __all__ = [
@@ -83,7 +84,9 @@ async def _invoke(
                 progress.phase = "capture"
                 progress.captured = await client.call_tool(capture.tool, capture.arguments, meta=capture.meta)
                 progress.captured_bytes = size_of(kept_output(progress.captured))
-                if progress.captured.is_error or progress.captured_bytes > result_limit.limit():
+                if progress.captured_bytes > result_limit.limit() or not proceeds(
+                    capture.spec, read_of(progress, capture)
+                ):
                     return  # outcome refuses: the forward call is not made
             progress.phase = "call"
             progress.answer = await client.call_tool(call.tool, call.arguments, meta=call.meta)
@@ -102,7 +105,10 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
     if not compensation and not kept and isinstance(definition.get("capture"), dict):
         spec = definition["capture"]
         capture = ToolCall(
-            spec["tool"], _request.arguments(spec, scope, "capture"), _request.meta(f"{ctx.idempotency_key}:capture")
+            spec["tool"],
+            _request.arguments(spec, scope, "capture"),
+            _request.meta(f"{ctx.idempotency_key}:capture"),
+            spec,
         )
     conn = connection(definition["server"])
     timeout = float(request.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS))
@@ -114,9 +120,9 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
         except Exception as exc:
             if progress.answer is None:
                 lost = failure(exc, progress, conn, main.tool, timeout, errlog, retry_lost=retry_lost)
-                if progress.captured is not None and not progress.captured.is_error:
-                    # The call was sent after a successful capture: keep the prior state for whoever reconciles it.
-                    lost.receipt = {"tool": main.tool, **pre_state_of(progress.captured, conn)}
+                if progress.phase != "capture" and capture is not None and progress.captured is not None:
+                    # The call was sent after the capture: keep what it read for whoever reconciles the call.
+                    lost.receipt = {"tool": main.tool, **pre_state_of(read_of(progress, capture), conn)}
                 elif kept:
                     lost.receipt = {"tool": main.tool, **kept}
                 raise lost from None

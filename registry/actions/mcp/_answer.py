@@ -21,6 +21,7 @@ from audit.canonical import canonical_json, sha256_hex
 from registry.actions import result_limit
 from registry.actions.mcp._connection import Connection, Progress
 from registry.actions.mcp._request import ToolCall
+from registry.capture_outcomes import OUTCOME_KEY, CaptureRead, proceeds, read_outcome
 from registry.errors import ActionFailure
 from registry.secrets import scrub
 from registry.tool_answers import answer_text, payload_of
@@ -39,12 +40,13 @@ def outcome(
     compensation: bool,
 ) -> dict[str, Any]:
     pre_state: dict[str, Any] = {}
-    if progress.captured is not None:
-        if progress.captured.is_error:
-            raise _capture_refused(progress.captured, conn, capture)
+    if progress.captured is not None and capture is not None:
         if progress.captured_bytes > result_limit.limit():
             raise _capture_too_large(progress.captured_bytes, conn, capture)
-        pre_state = pre_state_of(progress.captured, conn)
+        read = read_of(progress, capture)
+        if not proceeds(capture.spec, read):
+            raise _capture_refused(progress.captured, conn, capture)
+        pre_state = pre_state_of(read, conn)
     answer = progress.answer
     assert answer is not None  # the invocation either sets it, returns after a refused capture, or raises
     if not answer.is_error and not compensation and (size := size_of(kept_output(answer))) > result_limit.limit():
@@ -67,9 +69,20 @@ def outcome(
     return {"tool": tool, **output, **pre_state}
 
 
-def pre_state_of(captured: CallToolResult, conn: Connection) -> dict[str, Any]:
-    """The capture read's payload (the state the inverse restores), as `pre_state` with its hash."""
-    state = scrub(payload_of(wire(captured)).value, conn.secrets)
+def read_of(progress: Progress, capture: ToolCall) -> CaptureRead:
+    """What the capture read found (registry.capture_outcomes), by the contract's rules for its answer."""
+    answer = wire(progress.captured) if progress.captured is not None else {}
+    return read_outcome(
+        capture.spec, is_error=bool(answer.get("isError")), text=answer_text(answer), payload=payload_of(answer).value
+    )
+
+
+def pre_state_of(read: CaptureRead, conn: Connection) -> dict[str, Any]:
+    """What the receipt keeps of the capture: the state the inverse restores, as `pre_state` with its hash; or,
+    when it found nothing, the outcome whose branch undoes the call."""
+    if not read.found:
+        return {OUTCOME_KEY: read.outcome}
+    state = scrub(read.state, conn.secrets)
     return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
 
 

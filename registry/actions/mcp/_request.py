@@ -8,13 +8,14 @@ retry reuses the pre_state an earlier attempt captured instead of reading the st
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from mcp.types import RequestParamsMeta
 from opentelemetry import propagate
 
 from registry.actions.context import InvocationContext
+from registry.capture_outcomes import ABSENT, FAILED, OUTCOME_KEY
 from registry.compensation_plan import compensation_scope
 from registry.errors import ActionFailure
 from registry.templating import render
@@ -27,6 +28,8 @@ class ToolCall:
     tool: str
     arguments: dict[str, Any]
     meta: RequestParamsMeta
+    # A capture's contract (its outcome fields, registry.capture_outcomes); empty for other calls.
+    spec: dict[str, Any] = field(default_factory=dict)
 
 
 def kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
@@ -36,6 +39,8 @@ def kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
     prior = ctx.prior_receipt
     if isinstance(prior, dict) and "pre_state" in prior and "pre_state_sha256" in prior:
         return {"pre_state": prior["pre_state"], "pre_state_sha256": prior["pre_state_sha256"]}
+    if isinstance(prior, dict) and prior.get(OUTCOME_KEY) in (ABSENT, FAILED):
+        return {OUTCOME_KEY: prior[OUTCOME_KEY]}  # it found nothing then: the same branch undoes the retry
     return {}
 
 

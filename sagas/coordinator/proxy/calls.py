@@ -34,6 +34,7 @@ from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from governance.policy.facts import Decision
+from registry.capture_outcomes import OUTCOME_KEY, POST_STATE
 from registry.tool_answers import payload_of
 from sagas.coordinator import policy as _policy
 from sagas.coordinator._actions import Pinned
@@ -241,6 +242,10 @@ def _envelope(step: Step, outcome: CallOutcome) -> tuple[dict[str, Any], int, bo
     if outcome.captured:
         # The capture read's payload, as an mcp action keeps it: the inverse reads it as ${pre_state.x}.
         envelope.update(pre_state=outcome.pre_state, pre_state_sha256=sha256_hex(outcome.pre_state))
+    if outcome.capture_outcome != "found":
+        envelope[OUTCOME_KEY] = outcome.capture_outcome  # the branch the undo takes
+    if outcome.read_after:
+        envelope[POST_STATE] = outcome.post_state  # what the undo's drift check expects to read then
     return envelope, size, truncated
 
 

@@ -75,7 +75,9 @@ def _snapshot(call_json: str) -> Pinned:
 def _contract(call: CallFacts) -> dict[str, Any]:
     server, tool, effect_class = call.server, call.tool, call.effect_class
     inverse = call.inverse
-    reversible = effect_class == "R" and "compensation" in inverse
+    # A pack entry with an outcome that has no inverse classes the tool C or I (source "pack") and keeps its
+    # inverse for the outcomes that have one (registry.capture_outcomes).
+    reversible = "compensation" in inverse and (effect_class == "R" or call.class_source == "pack")
     reversibility = CLASS_REVERSIBILITY.get(effect_class, "unknown")
     if effect_class == "R" and not reversible:
         reversibility = "unknown"

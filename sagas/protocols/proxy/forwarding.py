@@ -15,6 +15,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from governance.identity.principal import Principal
+from registry.capture_outcomes import ABSENT, proceeds, read_outcome, state_of
 from registry.errors import ActionFailure
 from registry.packs import PackEntry
 from registry.templating import render
@@ -68,9 +69,10 @@ class Forwarder:
         meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]} if "step_id" in begun else request.meta
         started = time.monotonic()
         outcome: dict[str, Any] = {"max_result_bytes": self.max_result_bytes}
+        capture = self._capture_spec(request)
         try:
-            if (pre_state := await self._capture(request, begun)) is not None:
-                outcome.update(captured=True, pre_state=pre_state)
+            if capture is not None:
+                outcome.update(await self._capture(request, begun, capture))
         except CaptureFailed as failed:
             kind = "not_sent" if failed.unavailable else "capture_failed"
             await record(started, {**outcome, "kind": kind, "reason": str(failed)})
@@ -107,32 +109,61 @@ class Forwarder:
         answer = self.downstreams.scrub(
             request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
         )
+        if capture is not None and capture.get("read_after") and outcome.get("captured") and not result.is_error:
+            outcome.update(await self._read_after(request, begun, capture))
         await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
 
-    async def _capture(self, request: ProxiedCall, begun: dict[str, Any]) -> Any:
-        """The pack's capture read, after the gate and before the call (its answer is the step's `pre_state`, which
-        the inverse reads); None when the tool's pack entry has no capture. CaptureFailed: the call is not sent."""
+    def _capture_spec(self, request: ProxiedCall) -> dict[str, Any] | None:
+        """The contract capture (with its outcome fields) of the tool's usable pack entry, if it declares one."""
         entry = self.pack_entry(request.server, request.tool)
         capture = entry.as_mcp_contract_parts().get("capture") if entry else None
-        if entry is None or capture is None:
-            return None
-        meta = {IDEMPOTENCY_META_KEY: f"{begun['step_id']}:capture"}
-        where = f"the capture read {capture['tool']} (declared by {entry.source})"
+        return {**capture, "declared_by": entry.source} if entry is not None and capture is not None else None
+
+    async def _capture(self, request: ProxiedCall, begun: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
+        """The pack's capture read, after the gate and before the call: what it found (the step's `pre_state`, which
+        the inverse reads), or the outcome whose branch undoes the call (registry.capture_outcomes). CaptureFailed:
+        no branch covers what happened, so the call is not sent."""
+        where = f"the capture read {capture['tool']} (declared by {capture['declared_by']})"
+        answer = await self._read(request, capture, f"{begun['step_id']}:capture", where)
+        text = answer_text(answer)
+        read = read_outcome(capture, is_error=bool(answer.get("isError")), text=text, payload=payload_of(answer).value)
+        if not proceeds(capture, read):
+            if read.outcome == ABSENT:
+                raise CaptureFailed(f"{where} found nothing to keep ({text[:200]}), so the call was not sent")
+            raise CaptureFailed(f"{where} answered an error ({text}), so the call was not sent")
+        if read.found:
+            return {"captured": True, "pre_state": read.state}
+        return {"capture_outcome": read.outcome}
+
+    async def _read_after(self, request: ProxiedCall, begun: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
+        """The capture tool read again after the call (`read_after`): the state the undo expects to find. A read
+        that fails keeps nothing, and the undo falls back to comparing the call's own answer."""
+        try:
+            answer = await self._read(request, capture, f"{begun['step_id']}:capture-after", "the read after")
+        except CaptureFailed:
+            return {}
+        if answer.get("isError"):
+            return {"read_after": True, "post_state": None}
+        state = state_of(capture, text=answer_text(answer), payload=payload_of(answer).value)
+        return {"read_after": True, "post_state": state}
+
+    async def _read(self, request: ProxiedCall, capture: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+        """One call of the capture tool with the call's arguments rendered in; its answer (scrubbed, wire form)."""
         try:
             # The registry's templating renders it, as it renders every capture and compensation.
             arguments = render(capture["arguments"], {"input": request.arguments}, "capture.arguments")
             read = await self.downstreams.call_tool(
-                request.server, capture["tool"], arguments, relay=request.relay, meta=meta
+                request.server, capture["tool"], arguments, relay=request.relay, meta={IDEMPOTENCY_META_KEY: key}
             )
         except (DownstreamUnavailable, DownstreamLost) as error:
             raise CaptureFailed(f"{where} failed ({error}), so the call was not sent", unavailable=True) from None
         except (ActionFailure, ResultTooLarge, MCPError) as error:
             raise CaptureFailed(f"{where} failed ({error}), so the call was not sent") from None
-        answer = self.downstreams.scrub(request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json"))
-        if read.is_error:
-            raise CaptureFailed(f"{where} answered an error ({answer_text(answer)}), so the call was not sent")
-        return payload_of(answer).value
+        answer: dict[str, Any] = self.downstreams.scrub(
+            request.server, read.model_dump(by_alias=True, exclude_none=True, mode="json")
+        )
+        return answer
 
     async def record(
         self, principal: Principal, begun: dict[str, Any], started: float, outcome: dict[str, Any]

@@ -135,7 +135,15 @@ class ToolTrust:
     def _cascade(self, server: str, name: str, annotations: types.ToolAnnotations | None) -> Classification:
         hints = annotations.model_dump(by_alias=True, exclude_none=True) if annotations else None
         entry = self.pack_entry(server, name)
-        declared = None if entry is not None else self.packs.declared_for(server, name)
+        declared_class: tuple[EffectClass, str] | None = None
+        if entry is not None and (guarded := entry.guarded_class()) is not None:
+            # Some capture outcome has no inverse, and the gate decides before the capture runs.
+            declared_class = (cast(EffectClass, guarded[0]), f'pack "{entry.pack}": {guarded[1]}')
+        elif entry is None and (declared := self.packs.declared_for(server, name)) is not None:
+            declared_class = (
+                cast(EffectClass, declared.effect_class),
+                f'pack "{declared.pack}": no inverse: {declared.reason}',
+            )
         return classify(
             name,
             server,
@@ -143,11 +151,7 @@ class ToolTrust:
             self.rules,
             entry is not None,
             inverse_source=self.inverse_source(server, name),
-            declared_class=(
-                (cast(EffectClass, declared.effect_class), f'pack "{declared.pack}": no inverse: {declared.reason}')
-                if declared is not None
-                else None
-            ),
+            declared_class=declared_class,
         )
 
 
