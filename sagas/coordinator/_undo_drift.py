@@ -45,8 +45,8 @@ def drift(step: Step) -> Drift | None:
         return None  # no capture, or it found nothing: there is no state of before to restore over a newer one
     if POST_STATE in stored:
         return _drift_from_read_after(step, capture, stored)
-    if not isinstance(pre_state, dict):
-        return None
+    if not isinstance(pre_state, dict) or "text_pattern" in capture:
+        return None  # a prose read is only compared with the read after the call (read_after): its answer has no fields
     current, unreadable = _read_now(step, capture)
     if unreadable:
         return Drift(unreadable, unreadable=True)
@@ -66,7 +66,8 @@ def _drift_from_read_after(step: Step, capture: dict[str, Any], stored: dict[str
     current, unreadable = _read_now(step, capture)
     if unreadable:
         return Drift(unreadable, unreadable=True)
-    if current == stored[POST_STATE] or (step.compensation_attempts > 0 and current == stored.get("pre_state")):
+    now = None if current is _ABSENT else current  # the read after keeps an error answer (absent) as null
+    if now == stored[POST_STATE] or (step.compensation_attempts > 0 and now == stored.get("pre_state")):
         return None
     if current is _ABSENT:
         return Drift(f"{capture['tool']} no longer finds it, though the call had left it")

@@ -1,0 +1,138 @@
+"""builtin:filesystem against the real @modelcontextprotocol/server-filesystem (pinned in
+tests/proxy/reference_servers/): an agent session through the journaled proxy, `semantic-saga undo`, and the
+directory tree and every file's bytes compared with what they were before, wherever the pack says R; what it says
+has no inverse is left and listed with its reason; a file changed by someone else since is not overwritten."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from tests.proxy.agent import text
+from tests.proxy.demo_session import command
+from tests.proxy.reference import agent_session, npm_server, succeeded
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _acme(settings: Any) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Path:
+    """The directory the server may touch, with a few files in it."""
+    root = tmp_path / "world"
+    (root / "docs").mkdir(parents=True)
+    (root / "notes.txt").write_text("alpha\nbeta\n")
+    (root / "docs" / "plan.md").write_text("# Plan\n\n- ship it\n")
+    (root / "draft.txt").write_text("first draft\n")
+    return root
+
+
+@pytest.fixture
+def filesystem(world: Path) -> dict[str, Any]:
+    return {"command": str(npm_server("mcp-server-filesystem")), "args": [str(world)]}
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root` with its bytes (None: a directory)."""
+    return {
+        str(path.relative_to(root)): (path.read_bytes() if path.is_file() else None) for path in sorted(root.rglob("*"))
+    }
+
+
+def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    return agent_session(tmp_path, "fs", server, "builtin:filesystem", calls)
+
+
+def test_a_filesystem_session_undone_leaves_every_file_as_it_was(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    before = _tree(world)
+    answers = _session(
+        tmp_path,
+        filesystem,
+        [
+            ("write_file", {"path": str(world / "notes.txt"), "content": "rewritten by the agent\n"}),
+            (
+                "edit_file",
+                {"path": str(world / "docs" / "plan.md"), "edits": [{"oldText": "- ship it", "newText": "- wait"}]},
+            ),
+            ("move_file", {"source": str(world / "draft.txt"), "destination": str(world / "docs" / "final.txt")}),
+            ("write_file", {"path": str(world / "notes.txt"), "content": "and again\n"}),
+        ],
+    )
+    succeeded(answers)
+    assert _tree(world) != before
+    report = json.loads(command("undo", "--json"))
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("write_file", "undone"),
+        ("move_file", "undone"),
+        ("edit_file", "undone"),
+        ("write_file", "undone"),
+    ]
+    assert _tree(world) == before  # byte for byte, the tree and every file
+
+
+def test_what_has_no_inverse_is_left_and_listed_with_the_packs_reason(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    before = _tree(world)
+    answers = _session(
+        tmp_path,
+        filesystem,
+        [
+            ("create_directory", {"path": str(world / "out")}),
+            ("write_file", {"path": str(world / "out" / "new.txt"), "content": "brand new\n"}),
+            ("write_file", {"path": str(world / "notes.txt"), "content": "changed\n"}),
+        ],
+    )
+    succeeded(answers)
+    ledger = [json.loads(line) for line in command("ledger", "--json").splitlines()]
+    # write_file is classed C before the call (a new file has no inverse), from the pack, with its reason
+    assert {(row["tool"], row["class"], row["class_source"]) for row in ledger} == {
+        ("create_directory", "C", "pack"),
+        ("write_file", "C", "pack"),
+    }
+    assert "no inverse when the capture finds nothing" in ledger[1]["class_reason"]
+    report = json.loads(command("undo", "--json"))
+    verdicts = [(item["tool"], item["verdict"]) for item in report["items"]]
+    assert verdicts == [
+        ("write_file", "undone"),
+        ("write_file", "needs_decision"),
+        ("create_directory", "needs_decision"),
+    ]
+    assert "the file was new" in report["items"][1]["detail"]
+    # the overwrite is undone; the new file and directory stay, as the pack says
+    assert _tree(world) == {**before, "out": None, "out/new.txt": b"brand new\n"}
+
+
+def test_a_file_changed_since_the_call_is_not_overwritten_by_the_undo(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    notes = world / "notes.txt"
+    succeeded(_session(tmp_path, filesystem, [("write_file", {"path": str(notes), "content": "agent's\n"})]))
+    notes.write_text("a colleague's edit, after the agent\n")
+    dry = json.loads(command("undo", "--dry-run", "--json"))
+    assert dry["items"][0]["verdict"] == "drifted"
+    assert "read_text_file reads it otherwise than the call left it" in dry["items"][0]["detail"]
+    out = StringIO()
+    with pytest.raises(SystemExit):  # a refused inverse fails the undo (exit 1)
+        call_command("undo", "--json", stdout=out)
+    assert json.loads(out.getvalue())["items"][0]["verdict"] == "drifted"
+    assert notes.read_text() == "a colleague's edit, after the agent\n"  # nothing lost
+
+
+def test_a_capture_that_fails_otherwise_stops_the_call(tmp_path: Path, world: Path, filesystem: dict[str, Any]) -> None:
+    # outside the allowed directories the read is refused ("Access denied"), which is not "not found"
+    outside = tmp_path / "elsewhere.txt"
+    answers = _session(tmp_path, filesystem, [("write_file", {"path": str(outside), "content": "x"})])
+    assert answers[0].is_error and "so the call was not sent" in text(answers[0])
+    assert not outside.exists()

@@ -1,0 +1,132 @@
+"""builtin:git against the real mcp-server-git (PyPI, pinned in tests/proxy/reference_servers/git-requirements.txt),
+which answers in prose: an agent session through the journaled proxy, `semantic-saga undo`, and the repository
+(HEAD, branches, index, working tree) compared with what it was before wherever the pack says R; what has no
+inverse is classed C from the pack and listed with its reason."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from tests.proxy.demo_session import command
+from tests.proxy.reference import agent_session, git_server, succeeded
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _acme(settings: Any) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository on main with one commit, a branch `feature`, and an edited file not yet staged."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "config", "user.email", "ada@example.test")
+    _git(root, "config", "user.name", "Ada")
+    (root / "README.md").write_text("hello\n")
+    _git(root, "add", "README.md")
+    _git(root, "commit", "-q", "-m", "first")
+    _git(root, "branch", "feature")
+    (root / "README.md").write_text("hello, world\n")
+    return root
+
+
+@pytest.fixture
+def git(repo: Path) -> dict[str, Any]:
+    return {"command": str(git_server()), "args": ["--repository", str(repo)]}
+
+
+def _state(repo: Path) -> dict[str, str]:
+    """Everything the pack's R calls could change: HEAD, every ref, the index and the working tree."""
+    return {
+        "head": _git(repo, "symbolic-ref", "-q", "HEAD"),
+        "refs": _git(repo, "for-each-ref", "--format=%(refname) %(objectname)"),
+        "index": _git(repo, "ls-files", "--stage"),
+        "staged": _git(repo, "diff", "--cached"),
+        "worktree": _git(repo, "diff"),
+        "readme": (repo / "README.md").read_text(),
+    }
+
+
+def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    return agent_session(tmp_path, "git", server, "builtin:git", calls)
+
+
+def test_a_git_session_undone_leaves_the_repository_as_it_was(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
+    before = _state(repo)
+    answers = _session(
+        tmp_path,
+        git,
+        [
+            ("git_status", {"repo_path": str(repo)}),
+            ("git_add", {"repo_path": str(repo), "files": ["README.md"]}),
+            ("git_checkout", {"repo_path": str(repo), "branch_name": "feature"}),
+        ],
+    )
+    succeeded(answers)
+    assert _state(repo)["head"] == "refs/heads/feature\n" and _state(repo)["staged"]
+    report = json.loads(command("undo", "--json"))
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("git_checkout", "undone"),
+        ("git_add", "undone"),
+        ("git_status", "skipped"),
+    ]
+    # the branch came from git_status's prose, by the pack's named group
+    assert report["items"][0]["inverse"]["arguments"]["branch_name"] == "main"
+    assert _state(repo) == before
+
+
+def test_what_the_git_pack_cannot_undo_is_classed_c_with_its_reason(
+    tmp_path: Path, repo: Path, git: dict[str, Any]
+) -> None:
+    _git(repo, "add", "README.md")  # something is staged before the agent adds more
+    (repo / "NOTES.md").write_text("notes\n")
+    answers = _session(
+        tmp_path,
+        git,
+        [
+            ("git_add", {"repo_path": str(repo), "files": ["NOTES.md"]}),
+            ("git_commit", {"repo_path": str(repo), "message": "by the agent"}),
+            ("git_create_branch", {"repo_path": str(repo), "branch_name": "agent-work"}),
+        ],
+    )
+    succeeded(answers)
+    ledger = [json.loads(line) for line in command("ledger", "--json").splitlines()]
+    assert [(row["tool"], row["class"], row["class_source"]) for row in ledger] == [
+        ("git_add", "C", "pack"),
+        ("git_commit", "C", "pack"),
+        ("git_create_branch", "C", "pack"),
+    ]
+    report = json.loads(command("undo", "--dry-run", "--json"))
+    details = {item["tool"]: (item["verdict"], item["detail"]) for item in report["items"]}
+    assert details["git_add"][0] == "needs_decision" and "already staged" in details["git_add"][1]
+    assert details["git_commit"][0] == "needs_decision"
+    assert details["git_create_branch"][0] == "needs_decision"
+
+
+def test_a_checkout_moved_again_since_is_not_undone(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
+    _git(repo, "stash", "-q")  # a clean tree, so checkouts carry nothing
+    _git(repo, "branch", "other")
+    succeeded(_session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})]))
+    _git(repo, "checkout", "-q", "other")  # someone moved HEAD after the agent
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("undo", "--json", stdout=out)
+    item = json.loads(out.getvalue())["items"][0]
+    assert item["verdict"] == "drifted" and "git_status reads it otherwise" in item["detail"]
+    assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/other\n"
