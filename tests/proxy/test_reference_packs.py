@@ -1,53 +1,25 @@
-"""The packs shipped for the official reference MCP servers, against the real servers: an agent session through the
-journaled proxy (the official `mcp` client over Streamable HTTP, the server over stdio as a client starts it), then
-`semantic-saga undo`, and the server's world compared with what it was before the session. The servers are the
-npm packages pinned in tests/proxy/reference_servers/package-lock.json, installed here when missing (npm ci)."""
+"""builtin:memory against the real @modelcontextprotocol/server-memory (pinned in tests/proxy/reference_servers/): an
+agent session through the journaled proxy (the official `mcp` client over Streamable HTTP, the server over stdio as a
+client starts it), then `semantic-saga undo`, and the graph compared with what it was before the session; a graph
+changed by someone else since is not undone over. tests/proxy/test_filesystem_pack.py and test_git_pack.py do the
+same for the other reference servers."""
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import subprocess
-from collections.abc import Iterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from django.core.management import call_command
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
 
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
-from sagas.protocols.proxy.runtime import journaled
-from tests.proxy.agent import connect, text
 from tests.proxy.demo_session import command
-from tests.proxy.harness import config_file, serve_proxy
+from tests.proxy.harness import config_file
+from tests.proxy.reference import agent_session, call_directly, npm_server, succeeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
-SERVERS = Path(__file__).resolve().parent / "reference_servers"
-MEMORY = SERVERS / "node_modules" / ".bin" / "mcp-server-memory"
-INSTALL_SECONDS = 300
-
-
-@pytest.fixture(scope="module")
-def installed() -> Path:
-    """The pinned reference servers (npm ci once; a machine without npm fails here, saying so). A lock file keeps two
-    test workers from installing into the same directory at once."""
-    with (SERVERS / ".install.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not MEMORY.exists():
-            npm = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=SERVERS,
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_SECONDS,
-            )
-            assert npm.returncode == 0, f"npm ci in {SERVERS} failed (Node.js and npm are needed):\n{npm.stderr}"
-    return MEMORY
 
 
 @pytest.fixture(autouse=True)
@@ -56,42 +28,25 @@ def _acme(settings: Any) -> None:
 
 
 @pytest.fixture
-def memory(installed: Path, tmp_path: Path) -> Iterator[dict[str, Any]]:
+def memory(tmp_path: Path) -> dict[str, Any]:
     """The memory server's configuration entry, its graph in a file of this test."""
-    yield {"command": str(installed), "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")}}
+    return {
+        "command": str(npm_server("mcp-server-memory")),
+        "env": {"MEMORY_FILE_PATH": str(tmp_path / "memory.jsonl")},
+    }
 
 
 def _graph(server: dict[str, Any]) -> dict[str, Any]:
     """The graph as the server itself reads it (read_graph, called directly, not through the proxy)."""
-
-    async def read() -> dict[str, Any]:
-        params = StdioServerParameters(command=server["command"], env={**os.environ, **server["env"]})
-        async with Client(stdio_client(params)) as client:
-            return dict((await client.call_tool("read_graph", {})).structured_content or {})
-
-    return anyio.run(read)
+    return dict(call_directly(server, "read_graph", {}).structured_content or {})
 
 
 def _direct(server: dict[str, Any], tool: str, arguments: dict[str, Any]) -> None:
-    async def call() -> None:
-        params = StdioServerParameters(command=server["command"], env={**os.environ, **server["env"]})
-        async with Client(stdio_client(params)) as client:
-            assert not (await client.call_tool(tool, arguments)).is_error
-
-    anyio.run(call)
+    assert not call_directly(server, tool, arguments).is_error
 
 
 def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> None:
-    config = config_file(tmp_path, {"memory": server}, packs=["builtin:memory"])
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def agent() -> None:
-            async with connect(served.url, "legacy") as client:
-                for tool, arguments in calls:
-                    answer = await client.call_tool(tool, arguments)
-                    assert not answer.is_error, text(answer)
-
-        anyio.run(agent)
+    succeeded(agent_session(tmp_path, "memory", server, "builtin:memory", calls))
 
 
 def _person(name: str, *observations: str) -> dict[str, Any]:
@@ -170,3 +125,17 @@ def test_the_memory_draft_leaves_add_observations_unpaired(tmp_path: Path, memor
     call_command("packs", "draft", "--config", str(config), "memory", stdout=out, stderr=err)
     assert "add_observations" not in {entry["tool"] for entry in json.loads(out.getvalue())["entries"]}
     assert "no pair for add_observations" in err.getvalue()
+
+
+def test_an_entity_someone_else_added_to_since_is_not_deleted_by_the_undo(
+    tmp_path: Path, memory: dict[str, Any]
+) -> None:
+    _session(tmp_path, memory, [("create_entities", {"entities": [_person("Ada", "math")]})])
+    # a colleague adds what they know about Ada after the agent's session
+    _direct(memory, "add_observations", {"observations": [{"entityName": "Ada", "contents": ["wrote the notes"]}]})
+    out = StringIO()
+    with pytest.raises(SystemExit):  # a refused inverse fails the undo (exit 1)
+        call_command("undo", "--json", stdout=out)
+    item = json.loads(out.getvalue())["items"][0]
+    assert item["verdict"] == "drifted" and "open_nodes reads it otherwise" in item["detail"]
+    assert _graph(memory)["entities"] == [_person("Ada", "math", "wrote the notes")]
