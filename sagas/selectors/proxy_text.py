@@ -52,9 +52,17 @@ def call_status(row: LedgerRow) -> str:
     return status + " (definition changed)" if row.definition_changed else status
 
 
+# An inverse can carry a whole file's content back: a table cell shows its start and says how long it is.
+SHOWN_CHARS = 80
+
+
 def shown(value: Any) -> str:
-    """An argument as JSON (null, objects) unless it is a string, which is shown bare."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    """An argument as JSON (null, objects), unless it is a short one-line string, which is shown bare; a long value
+    is cut at SHOWN_CHARS and says how long it was, so a restored file does not flood the table."""
+    if isinstance(value, str) and value.isprintable() and value == value.strip() and len(value) <= SHOWN_CHARS:
+        return value
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}… ({len(text):,} characters)"
 
 
 def undo_label(verdict: str) -> str:

@@ -91,16 +91,28 @@ def verdict_of(step: Step) -> tuple[str, str]:
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem
         return "would_undo", "its inverse would run"
+    declared = _pack_reason(step)
     if effect_class == "C":
-        return "needs_decision", "cannot be undone, only corrected afterwards: an operator decides what to do"
+        return (
+            "needs_decision",
+            declared or "cannot be undone, only corrected afterwards: an operator decides what to do",
+        )
     if effect_class == "I":
-        return "no_way_back", "irreversible: no way back once executed"
+        return "no_way_back", declared or "irreversible: no way back once executed"
     if not proxy_section(step):
         return "no_way_back", f"{step.action} declares no compensation: its effect remains"
     return "no_way_back", (
         f"class {effect_class}: no usable inverse was declared when it ran (a pack entry whose tools its server "
         "offers makes the next calls undoable)"
     )
+
+
+def _pack_reason(step: Step) -> str:
+    """A pack's reason why the call has no inverse, when a pack declared it ('' otherwise)."""
+    proxy = proxy_section(step)
+    if proxy.get("class_source") != "pack":
+        return ""
+    return str(proxy.get("class_reason", ""))  # 'pack "<name>": no inverse: <reason>'
 
 
 def item(step: Step, verdict: str, detail: str) -> UndoItem:
