@@ -16,6 +16,9 @@ value of its own (any JSON, never a template). An entry may also say a tool has 
 `{"tool": "git_commit", "class": "I", "reason": "a commit is published history"}` (class C or I): the proxy then
 classes the tool so (below explicit rules, above its own guesses) with the pack's reason. `capture` runs after the gate
 and before the call, so its arguments can only read `$.args`; an inverse that reads `$.pre_state` needs a capture.
+A capture may say how to read its outcome (`notFound`: a pattern over an error's text; `textPattern`: named groups of
+a prose answer; `readAfter`: read again after the call, for the undo's drift check), and `ifNotFound` /
+`ifCaptureFailed` answer those outcomes with another call or no inverse (registry.capture_outcomes).
 Validation is strict (an unknown key is a typo, not an extension) and names each problem's path; two entries for one
 (server, tool) is an error, because an undo must not have to choose.
 

@@ -1,7 +1,10 @@
 """The drift check of a proxy session's undo (sagas.coordinator._undo_walk): before an inverse runs, the state its
 capture read is read again (the capture tool, key `<step id>:drift`) and compared with what the call left: the
 result's values for the captured fields, or, when the result does not carry them (a delete), the thing being absent.
-A difference means someone else changed it since, and the inverse is refused unless `force`.
+A difference means someone else changed it since, and the inverse is refused unless `force`. A capture declared
+`read_after` kept the state read right after the call (`post_state`), and that is what the read must find; a prose
+capture (`text_pattern`) without it is not compared (its answer has no fields to compare); a capture that found
+nothing (its outcome's branch undoes the call) has no state of before to protect.
 
 When the state cannot be read at all (the server is unreachable, or does not start from here), that is not a drift:
 the inverse is not sent, `--force` does not skip it, and the operator is told to make the server reachable. Each
