@@ -15,6 +15,7 @@ from django.core.management import call_command
 
 from tests.proxy.agent import text
 from tests.proxy.demo_session import command
+from tests.proxy.harness import config_file
 from tests.proxy.reference import agent_session, npm_server, succeeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -136,3 +137,10 @@ def test_a_capture_that_fails_otherwise_stops_the_call(tmp_path: Path, world: Pa
     answers = _session(tmp_path, filesystem, [("write_file", {"path": str(outside), "content": "x"})])
     assert answers[0].is_error and "so the call was not sent" in text(answers[0])
     assert not outside.exists()
+
+
+def test_the_packs_command_shows_the_inverse_of_each_outcome(tmp_path: Path, filesystem: dict[str, Any]) -> None:
+    config = config_file(tmp_path, {"fs": filesystem}, packs=["builtin:filesystem"])
+    listed = command("packs", "--config", str(config))
+    assert "write_file; not found: none: C" in listed
+    assert "fs: 14 tool(s)" in listed

@@ -17,7 +17,7 @@ from typing import Any, cast
 import anyio
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from registry.packs import PackEntry
+from registry.packs import PackCall, PackEntry, PackNoInverse
 from registry.tool_classes import EffectClass, classify
 from sagas.management.pack_drafts import write_draft
 from sagas.management.server_tools import ServerTools, list_server_tools
@@ -130,8 +130,18 @@ def _calls(entry: PackEntry, capture_enabled: bool) -> list[str]:
     PackSet.in_force)."""
     capture = entry.capture.tool if entry.capture else "-"
     in_force = capture_enabled or entry.capture is None
-    inverse = entry.inverse.tool if in_force else f"{entry.inverse.tool} (off: needs a capture, and capture is false)"
-    return [capture, inverse]
+    if not in_force:
+        return [capture, f"{entry.inverse.tool} (off: needs a capture, and capture is false)"]
+    branches = [f"{BRANCH_WORDS[key]}: {_branch(branch)}" for key, branch in entry.branches.items()]
+    return [capture, "; ".join([entry.inverse.tool, *branches])]
+
+
+# How the inverse column names an entry's branches (registry.capture_outcomes).
+BRANCH_WORDS = {"ifNotFound": "not found", "ifCaptureFailed": "capture failed"}
+
+
+def _branch(branch: PackCall | PackNoInverse) -> str:
+    return branch.tool if isinstance(branch, PackCall) else f"none: {branch.effect_class}"
 
 
 def _class_style(column: int, cell: str) -> str | None:
