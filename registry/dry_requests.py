@@ -31,7 +31,9 @@ def preview_request(
     request: dict[str, Any] = {"kind": definition.get("kind"), "forward": rendered}
     if "capture" in definition:
         # A capture is a read the real run would make first; a preview does not make it.
-        request["capture"] = render(_redact(definition["capture"]), scope, "capture")
+        # Only the read itself: its outcome's branches are inverses, rendered at undo time from the result.
+        read = {key: value for key, value in definition["capture"].items() if key in ("tool", "arguments")}
+        request["capture"] = render(_redact(read), scope, "capture")
     if "server" in definition:
         request["server"] = _redact(definition["server"])
     return request

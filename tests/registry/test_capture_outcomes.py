@@ -18,6 +18,7 @@ from registry.capture_outcomes import (
     state_of,
 )
 from registry.contracts import validate_contract
+from registry.dry_requests import preview_request
 from registry.errors import RegistryError
 from registry.packs import PackError, parse_pack
 
@@ -156,3 +157,14 @@ def test_a_registry_contracts_capture_is_checked_the_same_way(capture: dict[str,
     with pytest.raises(RegistryError) as refused:
         validate_contract(_mcp_contract(capture), "actions[0]")
     assert any(expected in problem for problem in refused.value.problems), refused.value.problems
+
+
+def test_a_preview_shows_the_capture_read_and_leaves_its_branches_for_the_undo() -> None:
+    capture = {
+        "tool": "read_text_file",
+        "arguments": {"path": "${input.path}"},
+        "absent_when": "^ENOENT",
+        "when_absent": {"tool": "move_file", "arguments": {"source": "${result.path}"}},
+    }
+    request = preview_request(_mcp_contract(capture), input={"path": "/w/a.txt"}, saga_id="s", step_id="t")
+    assert request["capture"] == {"tool": "read_text_file", "arguments": {"path": "/w/a.txt"}}
