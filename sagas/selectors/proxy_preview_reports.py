@@ -87,10 +87,12 @@ def _would_gate(facts: dict[str, str], item: dict[str, Any]) -> tuple[str, str, 
 
 
 def _inverse(step: Step, effect_class: str) -> dict[str, str] | None:
-    """The declared inverse of an R call: its tool and the capture read it restores from (`server/tool`, or "")."""
+    """The declared inverse of an R call (or of a C or I one whose pack undoes it when its capture finds the thing):
+    its tool and the capture read it restores from (`server/tool`, or "")."""
     definition = step.action_definition or {}
     compensation, capture = definition.get("compensation"), definition.get("capture")
-    if effect_class != "R" or not isinstance(compensation, dict) or not compensation.get("tool"):
+    from_pack = definition.get("proxy", {}).get("class_source") == "pack"
+    if (effect_class != "R" and not from_pack) or not isinstance(compensation, dict) or not compensation.get("tool"):
         return None
     server = str(definition.get("proxy", {}).get("server", ""))
 
