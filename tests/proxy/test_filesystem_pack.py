@@ -49,15 +49,16 @@ def _tree(root: Path) -> dict[str, bytes | None]:
     }
 
 
-def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    return agent_session(tmp_path, "fs", server, "builtin:filesystem", calls)
+def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> None:
+    """The agent's calls through the proxy with builtin:filesystem, each of them answered without an error."""
+    succeeded(agent_session(tmp_path, "fs", server, "builtin:filesystem", calls))
 
 
 def test_a_filesystem_session_undone_leaves_every_file_as_it_was(
     tmp_path: Path, world: Path, filesystem: dict[str, Any]
 ) -> None:
     before = _tree(world)
-    answers = _session(
+    _session(
         tmp_path,
         filesystem,
         [
@@ -70,7 +71,6 @@ def test_a_filesystem_session_undone_leaves_every_file_as_it_was(
             ("write_file", {"path": str(world / "notes.txt"), "content": "and again\n"}),
         ],
     )
-    succeeded(answers)
     assert _tree(world) != before
     report = json.loads(command("undo", "--json"))
     assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
@@ -85,17 +85,14 @@ def test_a_filesystem_session_undone_leaves_every_file_as_it_was(
 def test_what_has_no_inverse_is_left_and_listed_with_the_packs_reason(
     tmp_path: Path, world: Path, filesystem: dict[str, Any]
 ) -> None:
+    new_file = {"path": str(world / "out" / "new.txt"), "content": "brand new\n"}
+    overwrite = {"path": str(world / "notes.txt"), "content": "changed\n"}
     before = _tree(world)
-    answers = _session(
+    _session(
         tmp_path,
         filesystem,
-        [
-            ("create_directory", {"path": str(world / "out")}),
-            ("write_file", {"path": str(world / "out" / "new.txt"), "content": "brand new\n"}),
-            ("write_file", {"path": str(world / "notes.txt"), "content": "changed\n"}),
-        ],
+        [("create_directory", {"path": str(world / "out")}), ("write_file", new_file), ("write_file", overwrite)],
     )
-    succeeded(answers)
     ledger = [json.loads(line) for line in command("ledger", "--json").splitlines()]
     # write_file is classed C before the call (a new file has no inverse), from the pack, with its reason
     assert {(row["tool"], row["class"], row["class_source"]) for row in ledger} == {
@@ -119,7 +116,7 @@ def test_a_file_changed_since_the_call_is_not_overwritten_by_the_undo(
     tmp_path: Path, world: Path, filesystem: dict[str, Any]
 ) -> None:
     notes = world / "notes.txt"
-    succeeded(_session(tmp_path, filesystem, [("write_file", {"path": str(notes), "content": "agent's\n"})]))
+    _session(tmp_path, filesystem, [("write_file", {"path": str(notes), "content": "agent's\n"})])
     notes.write_text("a colleague's edit, after the agent\n")
     dry = json.loads(command("undo", "--dry-run", "--json"))
     assert dry["items"][0]["verdict"] == "drifted"
@@ -134,7 +131,8 @@ def test_a_file_changed_since_the_call_is_not_overwritten_by_the_undo(
 def test_a_capture_that_fails_otherwise_stops_the_call(tmp_path: Path, world: Path, filesystem: dict[str, Any]) -> None:
     # outside the allowed directories the read is refused ("Access denied"), which is not "not found"
     outside = tmp_path / "elsewhere.txt"
-    answers = _session(tmp_path, filesystem, [("write_file", {"path": str(outside), "content": "x"})])
+    calls = [("write_file", {"path": str(outside), "content": "x"})]
+    answers = agent_session(tmp_path, "fs", filesystem, "builtin:filesystem", calls)
     assert answers[0].is_error and "so the call was not sent" in text(answers[0])
     assert not outside.exists()
 
