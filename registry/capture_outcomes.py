@@ -7,6 +7,7 @@ this before the call":
                 "absent_when": "ENOENT",                 # an error answer whose text matches: the thing is absent
                 "text_pattern": "On branch (?P<branch>\\S+)",  # a prose answer: its named groups are the state
                 "read_after": true,                      # read again after the call: what the undo compares with
+                                                         # (or a read of its own: {"tool", "arguments", "text_pattern"})
                 "when_absent": {"tool": ..., "arguments": ...} | {"class": "C", "reason": "..."},
                 "when_failed": {"tool": ..., "arguments": ...} | {"class": "C", "reason": "..."}}
 
@@ -83,6 +84,15 @@ def state_of(capture: Mapping[str, Any], *, text: str, payload: Any) -> Any:
     return match.groupdict() if match else None
 
 
+def after_read(capture: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The read made right after the call and again by the undo's drift check (`read_after`): the capture itself
+    (`true`), a read of its own (`{"tool", "arguments", "text_pattern"}`), or None."""
+    spec = capture.get("read_after")
+    if spec is True:
+        return {key: capture[key] for key in ("tool", "arguments", "text_pattern") if key in capture}
+    return dict(spec) if isinstance(spec, Mapping) else None
+
+
 def proceeds(capture: Mapping[str, Any], read: CaptureRead) -> bool:
     """Whether the call is sent after this read: found, or its outcome has a branch."""
     return read.found or isinstance(capture.get(BRANCH_OF[read.outcome]), dict)
@@ -127,6 +137,9 @@ def branch_problems(capture: Mapping[str, Any], where: str) -> list[str]:
     for key in ("absent_when", "text_pattern"):
         if key in capture:
             problems += pattern_problems(capture[key], f"{where}.{key}")
+    after = capture.get("read_after")
+    if isinstance(after, Mapping) and "text_pattern" in after:
+        problems += pattern_problems(after["text_pattern"], f"{where}.read_after.text_pattern")
     for key in BRANCH_OF.values():
         chosen = capture.get(key)
         if key in capture and not (isinstance(chosen, dict) and ("tool" in chosen) != ("class" in chosen)):

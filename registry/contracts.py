@@ -260,6 +260,8 @@ def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
     calls = (("capture", False, False), ("forward", False, False), ("compensation", True, has_capture))
     # A capture's outcome branches undo a call whose capture read nothing: they may read the result, no pre_state.
     branches = tuple((f"capture.{key}", True, False) for key in BRANCH_OF.values() if has_capture and key in capture)
+    if isinstance(capture.get("read_after"), dict):
+        branches += (("capture.read_after", False, False),)  # a read with the call's arguments, like the capture
     if has_capture:
         problems += branch_problems(capture, f"{path}.capture")
     for part, allow_result, allow_pre_state in (*calls, *branches):

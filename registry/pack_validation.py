@@ -24,6 +24,7 @@ _DECLARATION_KEYS = {"tool", "server", "class", "reason", "note"}
 _DECLARED_CLASSES = ("C", "I")
 _CALL_KEYS = {"tool", "args"}
 _CAPTURE_KEYS = {"tool", "args", "notFound", "textPattern", "readAfter"}
+_READ_AFTER_KEYS = {"tool", "args", "textPattern"}
 
 
 def pack_problems(document: Any, source: str) -> list[str]:
@@ -103,8 +104,16 @@ def _capture_problems(capture: Any, where: str) -> list[str]:
     for key in ("notFound", "textPattern"):
         if key in capture:
             problems += pattern_problems(capture[key], f"{where}.{key}")
-    if "readAfter" in capture and not isinstance(capture["readAfter"], bool):
-        problems.append(f"{where}.readAfter: true or false (read the state again after the call, for the undo)")
+    after = capture.get("readAfter")
+    if isinstance(after, dict):
+        problems += _call_problems(after, f"{where}.readAfter", _CAPTURE_ROOTS, _READ_AFTER_KEYS)
+        if "textPattern" in after:
+            problems += pattern_problems(after["textPattern"], f"{where}.readAfter.textPattern")
+    elif "readAfter" in capture and not isinstance(after, bool):
+        problems.append(
+            f"{where}.readAfter: true (read the capture again after the call, for the undo) or a read of its own "
+            '{"tool", "args", "textPattern"}'
+        )
     return problems
 
 
@@ -179,8 +188,10 @@ def _const_problem(value: dict[str, Any]) -> str | None:
 def _pre_state_problems(entry: dict[str, Any], where: str) -> list[str]:
     inverse = entry.get("inverse")
     args = inverse.get("args") if isinstance(inverse, dict) else None
-    if "capture" in entry or not isinstance(args, dict):
+    if not isinstance(args, dict):
         return []
+    if "capture" in entry:
+        return _group_problems(entry["capture"], args, where)
     return [
         f"{where}.inverse.args.{key}: reads $.pre_state but the entry declares no capture, so nothing would ever be "
         "captured; add a capture read, or map from $.args / $.result"
@@ -200,3 +211,24 @@ def _key_problems(value: dict[str, Any], known: set[str], required: set[str], wh
 
 def is_tool_name(value: Any) -> bool:
     return isinstance(value, str) and bool(value.strip()) and value == value.strip()
+
+
+def _group_problems(capture: Any, args: dict[str, Any], where: str) -> list[str]:
+    """A prose capture's state is its pattern's named groups: an inverse may read only those."""
+    pattern = capture.get("textPattern") if isinstance(capture, dict) else None
+    if not isinstance(pattern, str) or pattern_problems(pattern, ""):
+        return []
+    groups = set(re.compile(pattern).groupindex)
+    problems = []
+    for key, ref in args.items():
+        match = REFERENCE.fullmatch(ref) if isinstance(ref, str) else None
+        if match is None or match["root"] != "pre_state" or not match["path"]:
+            continue  # not a field of the captured state
+        name = match["path"].split(".")[1].removesuffix("[*]")
+        if name not in groups:
+            named = ", ".join(sorted(groups)) or "none"
+            problems.append(
+                f"{where}.inverse.args.{key}: {ref!r} reads a group capture.textPattern does not name (its named "
+                f"groups: {named}); name it in the pattern, e.g. (?P<{name or 'value'}>...)"
+            )
+    return problems

@@ -107,7 +107,9 @@ class PackEntry:
     def needs(self) -> tuple[str, ...]:
         """The tools of the same server this entry calls: its capture read's (if any), then its inverse's."""
         calls = [branch.tool for branch in self.branches.values() if isinstance(branch, PackCall)]
-        return (*((self.capture.tool,) if self.capture else ()), self.inverse.tool, *calls)
+        after = self.capture_reading.get("readAfter")
+        reads = [str(after["tool"])] if isinstance(after, Mapping) else []
+        return (*((self.capture.tool,) if self.capture else ()), *reads, self.inverse.tool, *calls)
 
     def missing_on(self, offered: Collection[str]) -> list[str]:
         """The tools this entry calls that a server offering `offered` does not have."""
@@ -125,6 +127,11 @@ class PackEntry:
         fields: dict[str, Any] = {
             CAPTURE_READING[key]: value for key, value in self.capture_reading.items() if key in CAPTURE_READING
         }
+        after = self.capture_reading.get("readAfter")
+        if isinstance(after, Mapping):  # a read of its own: the contract's words
+            read = _as_contract_call(PackCall(str(after["tool"]), dict(after.get("args", {}))))
+            pattern = {"text_pattern": after["textPattern"]} if "textPattern" in after else {}
+            fields["read_after"] = {**read, **pattern}
         for key, branch in self.branches.items():
             fields[BRANCHES[key]] = (
                 _as_contract_call(branch)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.actions import InvocationContext
-from registry.capture_outcomes import FOUND, POST_STATE, outcome_of, state_of
+from registry.capture_outcomes import FOUND, POST_STATE, after_read, outcome_of, state_of
 from registry.tool_answers import answer_text
 from sagas import executor
 from sagas.models import Step
@@ -66,15 +66,16 @@ def drift(step: Step) -> Drift | None:
 
 def _drift_from_read_after(step: Step, capture: dict[str, Any], stored: dict[str, Any]) -> Drift | None:
     """The capture declared `read_after`: the state read right after the call is what the undo expects now."""
-    current, unreadable = _read_now(step, capture)
+    read = after_read(capture) or capture
+    current, unreadable = _read_now(step, read)
     if unreadable:
         return Drift(unreadable, unreadable=True)
     now = None if current is _ABSENT else current  # the read after keeps an error answer (absent) as null
     if now == stored[POST_STATE] or (step.compensation_attempts > 0 and now == stored.get("pre_state")):
         return None
     if current is _ABSENT:
-        return Drift(f"{capture['tool']} no longer finds it, though the call had left it")
-    return Drift(f"{capture['tool']} reads it otherwise than the call left it")
+        return Drift(f"{read['tool']} no longer finds it, though the call had left it")
+    return Drift(f"{read['tool']} reads it otherwise than the call left it")
 
 
 def _read_now(step: Step, capture: dict[str, Any]) -> tuple[object, str]:

@@ -142,3 +142,45 @@ def test_the_packs_command_shows_the_inverse_of_each_outcome(tmp_path: Path, fil
     listed = command("packs", "--config", str(config))
     assert "write_file; not found: none: C" in listed
     assert "fs: 14 tool(s)" in listed
+
+
+def test_a_file_that_is_not_utf8_text_is_not_claimed_undoable(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    blob = world / "logo.bin"
+    blob.write_bytes(bytes(range(256)) * 4)
+    _session(tmp_path, filesystem, [("write_file", {"path": str(blob), "content": "text now\n"})])
+    item = json.loads(command("undo", "--dry-run", "--json"))["items"][0]
+    # read_text_file cannot give its bytes back: no inverse, rather than "undone" with the bytes mangled
+    assert item["verdict"] == "needs_decision" and "not UTF-8 text" in item["detail"]
+
+
+def test_a_file_written_at_the_moved_name_since_is_not_renamed_by_the_undo(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    moved = world / "docs" / "final.txt"
+    _session(tmp_path, filesystem, [("move_file", {"source": str(world / "draft.txt"), "destination": str(moved)})])
+    moved.write_text("a colleague replaced the moved file with a longer one\n")
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("undo", "--json", stdout=out)
+    item = json.loads(out.getvalue())["items"][0]
+    assert item["verdict"] == "drifted" and "get_file_info reads it otherwise" in item["detail"]
+    assert moved.exists() and not (world / "draft.txt").exists()
+
+
+def test_the_dry_run_of_a_file_written_twice_expects_the_newer_undo_to_restore_it(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    notes = str(world / "notes.txt")
+    _session(
+        tmp_path,
+        filesystem,
+        [("write_file", {"path": notes, "content": "one\n"}), ("write_file", {"path": notes, "content": "two\n"})],
+    )
+    dry = json.loads(command("undo", "--dry-run", "--json"))
+    # the older write's state differs now, but undoing the newer write puts it back: not a drift (yet)
+    assert [item["verdict"] for item in dry["items"]] == ["would_undo", "would_undo"]
+    assert "if undoing the newer calls puts back what it left" in dry["items"][1]["detail"]
+    assert [item["verdict"] for item in json.loads(command("undo", "--json"))["items"]] == ["undone", "undone"]
+    assert (world / "notes.txt").read_text() == "alpha\nbeta\n"

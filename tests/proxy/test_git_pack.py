@@ -63,13 +63,14 @@ def _state(repo: Path) -> dict[str, str]:
     }
 
 
-def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    return agent_session(tmp_path, "git", server, "builtin:git", calls)
+def _session(tmp_path: Path, server: dict[str, Any], calls: list[tuple[str, dict[str, Any]]]) -> None:
+    """The agent's calls through the proxy with builtin:git, each of them answered without an error."""
+    succeeded(agent_session(tmp_path, "git", server, "builtin:git", calls))
 
 
 def test_a_git_session_undone_leaves_the_repository_as_it_was(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
     before = _state(repo)
-    answers = _session(
+    _session(
         tmp_path,
         git,
         [
@@ -78,7 +79,6 @@ def test_a_git_session_undone_leaves_the_repository_as_it_was(tmp_path: Path, re
             ("git_checkout", {"repo_path": str(repo), "branch_name": "feature"}),
         ],
     )
-    succeeded(answers)
     assert _state(repo)["head"] == "refs/heads/feature\n" and _state(repo)["staged"]
     report = json.loads(command("undo", "--json"))
     assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
@@ -96,7 +96,7 @@ def test_what_the_git_pack_cannot_undo_is_classed_c_with_its_reason(
 ) -> None:
     _git(repo, "add", "README.md")  # something is staged before the agent adds more
     (repo / "NOTES.md").write_text("notes\n")
-    answers = _session(
+    _session(
         tmp_path,
         git,
         [
@@ -105,7 +105,6 @@ def test_what_the_git_pack_cannot_undo_is_classed_c_with_its_reason(
             ("git_create_branch", {"repo_path": str(repo), "branch_name": "agent-work"}),
         ],
     )
-    succeeded(answers)
     ledger = [json.loads(line) for line in command("ledger", "--json").splitlines()]
     assert [(row["tool"], row["class"], row["class_source"]) for row in ledger] == [
         ("git_add", "C", "pack"),
@@ -119,14 +118,54 @@ def test_what_the_git_pack_cannot_undo_is_classed_c_with_its_reason(
     assert details["git_create_branch"][0] == "needs_decision"
 
 
-def test_a_checkout_moved_again_since_is_not_undone(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
+def test_a_checkout_with_commits_made_since_is_not_undone(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
     _git(repo, "stash", "-q")  # a clean tree, so checkouts carry nothing
-    _git(repo, "branch", "other")
-    succeeded(_session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})]))
-    _git(repo, "checkout", "-q", "other")  # someone moved HEAD after the agent
+    _session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})])
+    (repo / "NOTES.md").write_text("work done after the agent\n")
+    _git(repo, "add", "NOTES.md")
+    _git(repo, "commit", "-q", "-m", "a colleague's commit on feature")
     out = StringIO()
     with pytest.raises(SystemExit):
         call_command("undo", "--json", stdout=out)
     item = json.loads(out.getvalue())["items"][0]
-    assert item["verdict"] == "drifted" and "git_status reads it otherwise" in item["detail"]
-    assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/other\n"
+    assert item["verdict"] == "drifted" and "git_log reads it otherwise" in item["detail"]
+    assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/feature\n"
+
+
+def test_commits_on_a_detached_head_are_not_left_unreachable(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
+    _git(repo, "stash", "-q")
+    first = _git(repo, "rev-parse", "HEAD").strip()
+    _session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": first})])  # a bare commit
+    (repo / "NOTES.md").write_text("made on the detached HEAD\n")
+    _git(repo, "add", "NOTES.md")
+    _git(repo, "commit", "-q", "-m", "detached work")
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("undo", "--json", stdout=out)
+    assert json.loads(out.getvalue())["items"][0]["verdict"] == "drifted"
+    assert _git(repo, "log", "-1", "--format=%s") == "detached work\n"  # HEAD still on it
+
+
+def test_what_was_staged_after_the_add_is_not_unstaged_by_the_undo(
+    tmp_path: Path, repo: Path, git: dict[str, Any]
+) -> None:
+    _session(tmp_path, git, [("git_add", {"repo_path": str(repo), "files": ["README.md"]})])
+    (repo / "NOTES.md").write_text("staged by a colleague\n")
+    _git(repo, "add", "NOTES.md")
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("undo", "--json", stdout=out)
+    item = json.loads(out.getvalue())["items"][0]
+    assert item["verdict"] == "drifted" and "git_diff_staged reads it otherwise" in item["detail"]
+    assert "NOTES.md" in _git(repo, "diff", "--cached", "--name-only")
+
+
+def test_an_add_in_a_repository_without_a_commit_has_no_inverse(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q", "-b", "main")
+    (empty / "a.txt").write_text("a\n")
+    server = {"command": str(git_server()), "args": ["--repository", str(empty)]}
+    _session(tmp_path, server, [("git_add", {"repo_path": str(empty), "files": ["a.txt"]})])
+    item = json.loads(command("undo", "--dry-run", "--json"))["items"][0]
+    assert item["verdict"] == "needs_decision" and "no commit yet" in item["detail"]

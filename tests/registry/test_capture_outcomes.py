@@ -75,7 +75,10 @@ def test_a_branch_without_an_inverse_makes_the_tool_as_guarded_as_it_says() -> N
             "entries[0].ifNotFound.args.c: '$.pre_state.content' reads $.pre_state, which this branch does not have",
         ),
         ({"capture": {**WRITE["capture"], "notFound": "(unclosed"}}, "entries[0].capture.notFound: '(unclosed'"),
-        ({"capture": {**WRITE["capture"], "readAfter": "yes"}}, "entries[0].capture.readAfter: true or false"),
+        (
+            {"capture": {**WRITE["capture"], "readAfter": "yes"}},
+            "entries[0].capture.readAfter: true (read the capture again",
+        ),
         ({"capture": {**WRITE["capture"], "retries": 3}}, "entries[0].capture: unknown key 'retries'"),
         (
             {"capture": {"tool": "read_text_file", "args": {"path": "$.args.path"}}},
@@ -168,3 +171,38 @@ def test_a_preview_shows_the_capture_read_and_leaves_its_branches_for_the_undo()
     }
     request = preview_request(_mcp_contract(capture), input={"path": "/w/a.txt"}, saga_id="s", step_id="t")
     assert request["capture"] == {"tool": "read_text_file", "arguments": {"path": "/w/a.txt"}}
+
+
+def test_an_inverse_may_read_only_the_groups_a_prose_capture_names() -> None:
+    entry = {
+        "tool": "git_checkout",
+        "capture": {"tool": "git_status", "args": {"repo_path": "$.args.repo_path"}, "textPattern": "^On (?P<br>\\S+)"},
+        "inverse": {"tool": "git_checkout", "args": {"branch_name": "$.pre_state.branch"}},
+        "ifNotFound": {"class": "C", "reason": "detached"},
+    }
+    with pytest.raises(PackError) as refused:
+        parse_pack(_pack(entry), "git.json")
+    assert (
+        "git.json: entries[0].inverse.args.branch_name: '$.pre_state.branch' reads a group capture.textPattern does "
+        "not name (its named groups: br)" in refused.value.message
+    )
+
+
+def test_a_read_after_of_its_own_becomes_the_contracts_read_after() -> None:
+    after = {
+        "tool": "git_log",
+        "args": {"repo_path": "$.args.repo_path", "n": {"const": 1}},
+        "textPattern": "^C (?P<c>\\w+)",
+    }
+    entry = {**WRITE, "capture": {**WRITE["capture"], "readAfter": after}}
+    assert _capture(entry)["read_after"] == {
+        "tool": "git_log",
+        "arguments": {"repo_path": "${input.repo_path}", "n": 1},
+        "text_pattern": "^C (?P<c>\\w+)",
+    }
+    assert parse_pack(_pack(entry), "p.json").entries[0].needs() == (
+        "read_text_file",
+        "git_log",
+        "write_file",
+        "log_failure",
+    )

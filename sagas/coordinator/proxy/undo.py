@@ -82,7 +82,7 @@ def proxy_session_undo(
     options = UndoOptions(force, to_checkpoint, str(checkpoint.id) if checkpoint else "")
     held = _held_items(saga)  # newest of all: not yet journaled; the undo withdraws them (rollback closes them)
     if dry_run:
-        items = held + tuple(_dry(step, force) for step in steps_newest_first(saga.id, options))
+        items = held + _dry_walk(steps_newest_first(saga.id, options), force)
         return UndoReport(str(saga.id), saga.status, True, to_checkpoint, items)
     if rollback.in_flight(saga):
         raise InvalidTransition(
@@ -116,10 +116,26 @@ def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
     )
 
 
-def _dry(step: Step, force: bool) -> UndoItem:
+def _dry_walk(steps: list[Step], force: bool) -> tuple[UndoItem, ...]:
+    """The plan, newest first. A call's state is read now, but the walk reads it only after undoing the newer calls,
+    which may put back exactly what it left (the same file written twice): such a difference is not yet a drift."""
+    items: list[UndoItem] = []
+    for step in steps:
+        items.append(_dry(step, force, after_newer=any(done.verdict == "would_undo" for done in items)))
+    return tuple(items)
+
+
+def _dry(step: Step, force: bool, *, after_newer: bool) -> UndoItem:
     verdict, detail = verdict_of(step)
     if verdict == "would_undo" and not force and (drifted := drift(step)):
         if drifted.unreadable:
             return item(step, "failed", f"its inverse would not be sent: {drifted.reason}; make the server reachable")
+        if after_newer:
+            return item(
+                step,
+                "would_undo",
+                f"its inverse would run if undoing the newer calls puts back what it left: now {drifted.reason}, "
+                "and a difference still there then stops the undo at this call",
+            )
         return item(step, "drifted", f"its inverse would be refused: {drifted.reason}; undo --force would run it")
     return item(step, verdict, detail)

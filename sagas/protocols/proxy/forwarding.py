@@ -15,7 +15,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from governance.identity.principal import Principal
-from registry.capture_outcomes import ABSENT, proceeds, read_outcome, state_of
+from registry.capture_outcomes import ABSENT, after_read, proceeds, read_outcome, state_of
 from registry.errors import ActionFailure
 from registry.packs import PackEntry
 from registry.templating import render
@@ -109,8 +109,9 @@ class Forwarder:
         answer = self.downstreams.scrub(
             request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
         )
-        if capture is not None and capture.get("read_after") and outcome.get("captured") and not result.is_error:
-            outcome.update(await self._read_after(request, begun, capture))
+        after = after_read(capture) if capture is not None else None
+        if after is not None and outcome.get("captured") and not result.is_error:
+            outcome.update(await self._read_after(request, begun, after))
         await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
 
@@ -136,16 +137,16 @@ class Forwarder:
             return {"captured": True, "pre_state": read.state}
         return {"capture_outcome": read.outcome}
 
-    async def _read_after(self, request: ProxiedCall, begun: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
-        """The capture tool read again after the call (`read_after`): the state the undo expects to find. A read
-        that fails keeps nothing, and the undo falls back to comparing the call's own answer."""
+    async def _read_after(self, request: ProxiedCall, begun: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+        """The read after the call (`read_after`): the state the undo expects to find. A read that fails keeps
+        nothing, and the undo falls back to comparing the call's own answer."""
         try:
-            answer = await self._read(request, capture, f"{begun['step_id']}:capture-after", "the read after")
+            answer = await self._read(request, read, f"{begun['step_id']}:capture-after", "the read after")
         except CaptureFailed:
             return {}
         if answer.get("isError"):
             return {"read_after": True, "post_state": None}
-        state = state_of(capture, text=answer_text(answer), payload=payload_of(answer).value)
+        state = state_of(read, text=answer_text(answer), payload=payload_of(answer).value)
         return {"read_after": True, "post_state": state}
 
     async def _read(self, request: ProxiedCall, capture: dict[str, Any], key: str, where: str) -> dict[str, Any]:
