@@ -224,8 +224,14 @@ def _group_problems(capture: Any, args: dict[str, Any], where: str) -> list[str]
         match = REFERENCE.fullmatch(ref) if isinstance(ref, str) else None
         if match is None or match["root"] != "pre_state" or not match["path"]:
             continue  # not a field of the captured state
-        name = match["path"].split(".")[1].removesuffix("[*]")
-        if name not in groups:
+        segments = match["path"].split(".")[1:]
+        name = segments[0].removesuffix("[*]")
+        if name in groups and (len(segments) > 1 or segments[0].endswith("[*]")):
+            problems.append(
+                f"{where}.inverse.args.{key}: {ref!r} reads inside the group {name!r}, which is text; read it whole "
+                f"as $.pre_state.{name}"
+            )
+        elif name not in groups:
             named = ", ".join(sorted(groups)) or "none"
             problems.append(
                 f"{where}.inverse.args.{key}: {ref!r} reads a group capture.textPattern does not name (its named "

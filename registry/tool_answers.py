@@ -59,6 +59,17 @@ def first_text(content: Any) -> str | None:
     return None
 
 
+def text_of(answer: Mapping[str, Any]) -> str:
+    """Exactly what an answer's text blocks say (joined by newlines; "" when there are none): what a pattern reads
+    (registry.capture_outcomes). An empty file's content is "", never a JSON stand-in for it."""
+    content = answer.get("content")
+    return "\n".join(
+        str(block.get("text", ""))
+        for block in (content if isinstance(content, list) else ())
+        if isinstance(block, Mapping) and block.get("type") == "text"
+    )
+
+
 def answer_text(answer: Mapping[str, Any]) -> str:
     """What an answer says, for a message: its text blocks joined, else its payload as JSON."""
     content = answer.get("content")

@@ -18,13 +18,16 @@ the inverse restores (the captured pre-state) is then expected too, and the inve
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from registry.actions import InvocationContext
 from registry.capture_outcomes import FOUND, POST_STATE, after_read, outcome_of, state_of
-from registry.tool_answers import answer_text
+from registry.errors import ActionFailure
+from registry.templating import render
+from registry.tool_answers import text_of
 from sagas import executor
 from sagas.models import Step
 
@@ -85,7 +88,7 @@ def _read_now(step: Step, capture: dict[str, Any]) -> tuple[object, str]:
     )
     if outcome.ok:
         answer = outcome.result or {}
-        return state_of(capture, text=answer_text(answer), payload=answer.get("result")), ""
+        return state_of(capture, text=text_of(answer), payload=answer.get("result")), ""
     error = outcome.error or {}
     if error.get("code") == "MCP_TOOL_ERROR":
         return _ABSENT, ""
@@ -124,3 +127,22 @@ def _read_context(step: Step) -> InvocationContext:
         idempotency_key=f"{step.id}:drift:{uuid.uuid4().hex[:12]}",
         input=step.input,
     )
+
+
+def reach(step: Step) -> frozenset[str] | None:
+    """The values a call's reads address (its capture's and read-after's arguments, as text): two calls whose reads
+    share one may touch the same thing. None when it has no capture (what its inverse touches is not known)."""
+    capture = step.action_definition.get("capture")
+    if not isinstance(capture, dict):
+        return None
+    reads = [capture, after_read(capture) or {}]
+    try:
+        rendered = [render(read.get("arguments", {}), {"input": step.input}, "capture.arguments") for read in reads]
+    except ActionFailure:
+        return None
+    values: set[str] = set()
+    for arguments in rendered:
+        for value in arguments.values() if isinstance(arguments, dict) else ():
+            items = value if isinstance(value, list) else [value]
+            values.update(item if isinstance(item, str) else json.dumps(item, sort_keys=True) for item in items)
+    return frozenset(values)

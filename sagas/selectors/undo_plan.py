@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from registry.capture_outcomes import effective_contract, no_inverse
+from registry.capture_outcomes import POST_STATE, effective_contract, no_inverse
 from registry.compensation_plan import InversePlan, inverse_plan
 from registry.contracts import has_compensation
 from registry.templating import references_forward_answer
@@ -83,8 +83,10 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "skipped", "failed: the tool answered an error or the call was never sent"
     if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
         return "skipped", "a read: nothing to undo"
+    if _changed_nothing(step):
+        return "skipped", "it changed nothing: its capture read the same state right after it as before it"
     if (branch := no_inverse(step.action_definition, forward_receipt(step))) is not None:
-        why = f"the capture read before it found nothing, so it has no inverse: {branch.reason}"
+        why = f"what the capture read before it is not what an inverse needs, so it has none: {branch.reason}"
         return ("no_way_back", why) if branch.effect_class == "I" else ("needs_decision", why)
     if has_compensation(step_contract(step)):
         plan = step_inverse(step)
@@ -104,6 +106,21 @@ def verdict_of(step: Step) -> tuple[str, str]:
     return "no_way_back", (
         f"class {effect_class}: no usable inverse was declared when it ran (a pack entry whose tools its server "
         "offers makes the next calls undoable)"
+    )
+
+
+def _changed_nothing(step: Step) -> bool:
+    """The capture read again right after the call (`read_after: true`) found what it found before: an edit's dry
+    run, a write of the same content. Its inverse would change nothing either, and a later change to the same thing
+    is no reason to stop the undo."""
+    capture = step.action_definition.get("capture")
+    stored = step.result if isinstance(step.result, dict) else {}
+    return (
+        step.status == StepStatus.COMPLETED
+        and isinstance(capture, dict)
+        and capture.get("read_after") is True
+        and "pre_state" in stored
+        and stored.get(POST_STATE, object()) == stored["pre_state"]
     )
 
 

@@ -152,7 +152,7 @@ def test_a_file_that_is_not_utf8_text_is_not_claimed_undoable(
     _session(tmp_path, filesystem, [("write_file", {"path": str(blob), "content": "text now\n"})])
     item = json.loads(command("undo", "--dry-run", "--json"))["items"][0]
     # read_text_file cannot give its bytes back: no inverse, rather than "undone" with the bytes mangled
-    assert item["verdict"] == "needs_decision" and "not UTF-8 text" in item["detail"]
+    assert item["verdict"] == "needs_decision" and "bytes that are not UTF-8" in item["detail"]
 
 
 def test_a_file_written_at_the_moved_name_since_is_not_renamed_by_the_undo(
@@ -184,3 +184,54 @@ def test_the_dry_run_of_a_file_written_twice_expects_the_newer_undo_to_restore_i
     assert "if undoing the newer calls puts back what it left" in dry["items"][1]["detail"]
     assert [item["verdict"] for item in json.loads(command("undo", "--json"))["items"]] == ["undone", "undone"]
     assert (world / "notes.txt").read_text() == "alpha\nbeta\n"
+
+
+def test_an_empty_file_comes_back_empty(tmp_path: Path, world: Path, filesystem: dict[str, Any]) -> None:
+    empty = world / "empty.txt"
+    empty.write_bytes(b"")
+    _session(tmp_path, filesystem, [("write_file", {"path": str(empty), "content": "no longer empty\n"})])
+    assert [item["verdict"] for item in json.loads(command("undo", "--json"))["items"]] == ["undone"]
+    assert empty.read_bytes() == b""
+
+
+def test_a_moved_file_written_in_the_same_session_is_undone_whole(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    before, moved = _tree(world), str(world / "docs" / "final.txt")
+    move = {"source": str(world / "draft.txt"), "destination": moved}
+    _session(tmp_path, filesystem, [("move_file", move), ("write_file", {"path": moved, "content": "final\n"})])
+    assert [item["verdict"] for item in json.loads(command("undo", "--dry-run", "--json"))["items"]] == [
+        "would_undo",
+        "would_undo",
+    ]
+    assert [item["verdict"] for item in json.loads(command("undo", "--json"))["items"]] == ["undone", "undone"]
+    assert _tree(world) == before
+
+
+def test_an_edit_dry_run_changed_nothing_and_is_not_undone(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    plan = world / "docs" / "plan.md"
+    edit = {"path": str(plan), "edits": [{"oldText": "- ship it", "newText": "- wait"}], "dryRun": True}
+    _session(tmp_path, filesystem, [("edit_file", edit)])
+    plan.write_text("# Plan\n\n- a colleague's edit\n")
+    item = json.loads(command("undo", "--json"))["items"][0]
+    assert item["verdict"] == "skipped" and "it changed nothing" in item["detail"]
+    assert plan.read_text() == "# Plan\n\n- a colleague's edit\n"  # never written over
+
+
+def test_the_dry_run_still_names_a_drift_no_newer_undo_can_restore(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    notes, plan = world / "notes.txt", world / "docs" / "plan.md"
+    _session(
+        tmp_path,
+        filesystem,
+        [
+            ("write_file", {"path": str(notes), "content": "one\n"}),
+            ("write_file", {"path": str(plan), "content": "x\n"}),
+        ],
+    )
+    notes.write_text("a colleague's\n")
+    dry = json.loads(command("undo", "--dry-run", "--json"))
+    assert [item["verdict"] for item in dry["items"]] == ["would_undo", "drifted"]

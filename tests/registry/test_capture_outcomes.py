@@ -206,3 +206,14 @@ def test_a_read_after_of_its_own_becomes_the_contracts_read_after() -> None:
         "write_file",
         "log_failure",
     )
+
+
+def test_an_inverse_reads_a_prose_group_whole() -> None:
+    entry = {
+        "tool": "git_checkout",
+        "capture": {"tool": "git_status", "args": {}, "textPattern": "^On branch (?P<branch>\\S+)"},
+        "inverse": {"tool": "git_checkout", "args": {"branch_name": "$.pre_state.branch.name"}},
+        "ifNotFound": {"class": "C", "reason": "detached"},
+    }
+    with pytest.raises(PackError, match="reads inside the group 'branch', which is text; read it whole"):
+        parse_pack(_pack(entry), "git.json")

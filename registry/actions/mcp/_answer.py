@@ -24,7 +24,7 @@ from registry.actions.mcp._request import ToolCall
 from registry.capture_outcomes import OUTCOME_KEY, CaptureRead, proceeds, read_outcome
 from registry.errors import ActionFailure
 from registry.secrets import scrub
-from registry.tool_answers import answer_text, payload_of
+from registry.tool_answers import answer_text, payload_of, text_of
 
 # Text kept from an isError answer, an oversized result or a stdio server's stderr, in receipts and messages.
 TEXT_LIMIT = 2000
@@ -73,7 +73,7 @@ def read_of(progress: Progress, capture: ToolCall) -> CaptureRead:
     """What the capture read found (registry.capture_outcomes), by the contract's rules for its answer."""
     answer = wire(progress.captured) if progress.captured is not None else {}
     return read_outcome(
-        capture.spec, is_error=bool(answer.get("isError")), text=answer_text(answer), payload=payload_of(answer).value
+        capture.spec, is_error=bool(answer.get("isError")), text=text_of(answer), payload=payload_of(answer).value
     )
 
 

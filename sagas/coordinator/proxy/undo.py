@@ -29,7 +29,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import rollback
 from sagas.coordinator._leases import LeaseRef, heartbeat
-from sagas.coordinator._undo_drift import drift
+from sagas.coordinator._undo_drift import drift, reach
 from sagas.coordinator._undo_walk import UndoOptions, recorder, steps_newest_first, walk
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
@@ -118,10 +118,16 @@ def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
 
 def _dry_walk(steps: list[Step], force: bool) -> tuple[UndoItem, ...]:
     """The plan, newest first. A call's state is read now, but the walk reads it only after undoing the newer calls,
-    which may put back exactly what it left (the same file written twice): such a difference is not yet a drift."""
+    which may put back exactly what it left (the same file written twice): a difference there is not yet a drift
+    when a newer inverse may touch the same thing (it reads one of the same values, or its reach is unknown)."""
     items: list[UndoItem] = []
+    reaches: list[frozenset[str] | None] = []  # what each newer call's inverse may touch (None: unknown)
     for step in steps:
-        items.append(_dry(step, force, after_newer=any(done.verdict == "would_undo" for done in items)))
+        mine = reach(step)
+        touched = any(other is None or mine is None or other & mine for other in reaches)
+        items.append(_dry(step, force, after_newer=touched))
+        if items[-1].verdict == "would_undo":
+            reaches.append(mine)
     return tuple(items)
 
 

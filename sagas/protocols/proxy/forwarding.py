@@ -19,7 +19,7 @@ from registry.capture_outcomes import ABSENT, after_read, proceeds, read_outcome
 from registry.errors import ActionFailure
 from registry.packs import PackEntry
 from registry.templating import render
-from registry.tool_answers import answer_text, payload_of
+from registry.tool_answers import answer_text, payload_of, text_of
 from sagas.protocols.proxy.calls import (
     ProxiedCall,
     capture_failed_result,
@@ -127,12 +127,13 @@ class Forwarder:
         no branch covers what happened, so the call is not sent."""
         where = f"the capture read {capture['tool']} (declared by {capture['declared_by']})"
         answer = await self._read(request, capture, f"{begun['step_id']}:capture", where)
-        text = answer_text(answer)
+        text = text_of(answer)
         read = read_outcome(capture, is_error=bool(answer.get("isError")), text=text, payload=payload_of(answer).value)
         if not proceeds(capture, read):
+            said = answer_text(answer)
             if read.outcome == ABSENT:
-                raise CaptureFailed(f"{where} found nothing to keep ({text[:200]}), so the call was not sent")
-            raise CaptureFailed(f"{where} answered an error ({text}), so the call was not sent")
+                raise CaptureFailed(f"{where} found nothing to keep ({said[:200]}), so the call was not sent")
+            raise CaptureFailed(f"{where} answered an error ({said}), so the call was not sent")
         if read.found:
             return {"captured": True, "pre_state": read.state}
         return {"capture_outcome": read.outcome}
@@ -146,7 +147,7 @@ class Forwarder:
             return {}
         if answer.get("isError"):
             return {"read_after": True, "post_state": None}
-        state = state_of(read, text=answer_text(answer), payload=payload_of(answer).value)
+        state = state_of(read, text=text_of(answer), payload=payload_of(answer).value)
         return {"read_after": True, "post_state": state}
 
     async def _read(self, request: ProxiedCall, capture: dict[str, Any], key: str, where: str) -> dict[str, Any]:
