@@ -67,11 +67,10 @@ def read_outcome(capture: Mapping[str, Any], *, is_error: bool, text: str, paylo
         if isinstance(pattern, str) and re.search(pattern, text):
             return CaptureRead(ABSENT)
         return CaptureRead(FAILED)
-    pattern = capture.get("text_pattern")
-    if not isinstance(pattern, str):
-        return CaptureRead(FOUND, payload)
-    match = re.search(pattern, text, re.MULTILINE)
-    return CaptureRead(FOUND, match.groupdict()) if match else CaptureRead(ABSENT)
+    state = state_of(capture, text=text, payload=payload)
+    if state is None and isinstance(capture.get("text_pattern"), str):
+        return CaptureRead(ABSENT)  # a prose answer its pattern does not match
+    return CaptureRead(FOUND, state)
 
 
 def state_of(capture: Mapping[str, Any], *, text: str, payload: Any) -> Any:

@@ -6,15 +6,19 @@ through the journaled proxy against one of them."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
+from django.core.management import call_command
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -92,3 +96,11 @@ def agent_session(
 def succeeded(answers: list[Any]) -> None:
     for answer in answers:
         assert not answer.is_error, text(answer)
+
+
+def refused_undo() -> list[dict[str, Any]]:
+    """`semantic-saga undo --json` where an inverse is refused or fails (it exits 1): the report's items."""
+    out = StringIO()
+    with pytest.raises(SystemExit):
+        call_command("undo", "--json", stdout=out)
+    return list(json.loads(out.getvalue())["items"])

@@ -6,17 +6,15 @@ has no inverse is left and listed with its reason; a file changed by someone els
 from __future__ import annotations
 
 import json
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from tests.proxy.agent import text
 from tests.proxy.demo_session import command
 from tests.proxy.harness import config_file
-from tests.proxy.reference import agent_session, npm_server, succeeded
+from tests.proxy.reference import agent_session, npm_server, refused_undo, succeeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,10 +119,7 @@ def test_a_file_changed_since_the_call_is_not_overwritten_by_the_undo(
     dry = json.loads(command("undo", "--dry-run", "--json"))
     assert dry["items"][0]["verdict"] == "drifted"
     assert "read_text_file reads it otherwise than the call left it" in dry["items"][0]["detail"]
-    out = StringIO()
-    with pytest.raises(SystemExit):  # a refused inverse fails the undo (exit 1)
-        call_command("undo", "--json", stdout=out)
-    assert json.loads(out.getvalue())["items"][0]["verdict"] == "drifted"
+    assert refused_undo()[0]["verdict"] == "drifted"
     assert notes.read_text() == "a colleague's edit, after the agent\n"  # nothing lost
 
 
@@ -161,10 +156,7 @@ def test_a_file_written_at_the_moved_name_since_is_not_renamed_by_the_undo(
     moved = world / "docs" / "final.txt"
     _session(tmp_path, filesystem, [("move_file", {"source": str(world / "draft.txt"), "destination": str(moved)})])
     moved.write_text("a colleague replaced the moved file with a longer one\n")
-    out = StringIO()
-    with pytest.raises(SystemExit):
-        call_command("undo", "--json", stdout=out)
-    item = json.loads(out.getvalue())["items"][0]
+    item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
     assert item["verdict"] == "drifted" and "get_file_info reads it otherwise" in item["detail"]
     assert moved.exists() and not (world / "draft.txt").exists()
 

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
 
 from tests.proxy.demo_session import command
-from tests.proxy.reference import agent_session, git_server, succeeded
+from tests.proxy.reference import agent_session, git_server, refused_undo, succeeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,6 +26,13 @@ def _acme(settings: Any) -> None:
 def _git(repo: Path, *args: str) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True)
     return done.stdout
+
+
+def _commit(repo: Path, message: str) -> None:
+    """Someone commits a new file after the agent's session."""
+    (repo / "NOTES.md").write_text(f"{message}\n")
+    _git(repo, "add", "NOTES.md")
+    _git(repo, "commit", "-q", "-m", message)
 
 
 @pytest.fixture
@@ -121,13 +126,8 @@ def test_what_the_git_pack_cannot_undo_is_classed_c_with_its_reason(
 def test_a_checkout_with_commits_made_since_is_not_undone(tmp_path: Path, repo: Path, git: dict[str, Any]) -> None:
     _git(repo, "stash", "-q")  # a clean tree, so checkouts carry nothing
     _session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})])
-    (repo / "NOTES.md").write_text("work done after the agent\n")
-    _git(repo, "add", "NOTES.md")
-    _git(repo, "commit", "-q", "-m", "a colleague's commit on feature")
-    out = StringIO()
-    with pytest.raises(SystemExit):
-        call_command("undo", "--json", stdout=out)
-    item = json.loads(out.getvalue())["items"][0]
+    _commit(repo, "a colleague's commit on feature")
+    item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
     assert item["verdict"] == "drifted" and "git_log reads it otherwise" in item["detail"]
     assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/feature\n"
 
@@ -136,13 +136,8 @@ def test_commits_on_a_detached_head_are_not_left_unreachable(tmp_path: Path, rep
     _git(repo, "stash", "-q")
     first = _git(repo, "rev-parse", "HEAD").strip()
     _session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": first})])  # a bare commit
-    (repo / "NOTES.md").write_text("made on the detached HEAD\n")
-    _git(repo, "add", "NOTES.md")
-    _git(repo, "commit", "-q", "-m", "detached work")
-    out = StringIO()
-    with pytest.raises(SystemExit):
-        call_command("undo", "--json", stdout=out)
-    assert json.loads(out.getvalue())["items"][0]["verdict"] == "drifted"
+    _commit(repo, "detached work")
+    assert refused_undo()[0]["verdict"] == "drifted"
     assert _git(repo, "log", "-1", "--format=%s") == "detached work\n"  # HEAD still on it
 
 
@@ -152,10 +147,7 @@ def test_what_was_staged_after_the_add_is_not_unstaged_by_the_undo(
     _session(tmp_path, git, [("git_add", {"repo_path": str(repo), "files": ["README.md"]})])
     (repo / "NOTES.md").write_text("staged by a colleague\n")
     _git(repo, "add", "NOTES.md")
-    out = StringIO()
-    with pytest.raises(SystemExit):
-        call_command("undo", "--json", stdout=out)
-    item = json.loads(out.getvalue())["items"][0]
+    item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
     assert item["verdict"] == "drifted" and "git_diff_staged reads it otherwise" in item["detail"]
     assert "NOTES.md" in _git(repo, "diff", "--cached", "--name-only")
 

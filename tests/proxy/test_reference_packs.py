@@ -17,7 +17,7 @@ from django.core.management import call_command
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
 from tests.proxy.demo_session import command
 from tests.proxy.harness import config_file
-from tests.proxy.reference import agent_session, call_directly, npm_server, succeeded
+from tests.proxy.reference import agent_session, call_directly, npm_server, refused_undo, succeeded
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -133,9 +133,6 @@ def test_an_entity_someone_else_added_to_since_is_not_deleted_by_the_undo(
     _session(tmp_path, memory, [("create_entities", {"entities": [_person("Ada", "math")]})])
     # a colleague adds what they know about Ada after the agent's session
     _direct(memory, "add_observations", {"observations": [{"entityName": "Ada", "contents": ["wrote the notes"]}]})
-    out = StringIO()
-    with pytest.raises(SystemExit):  # a refused inverse fails the undo (exit 1)
-        call_command("undo", "--json", stdout=out)
-    item = json.loads(out.getvalue())["items"][0]
+    item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
     assert item["verdict"] == "drifted" and "open_nodes reads it otherwise" in item["detail"]
     assert _graph(memory)["entities"] == [_person("Ada", "math", "wrote the notes")]

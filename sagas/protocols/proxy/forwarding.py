@@ -111,7 +111,8 @@ class Forwarder:
         )
         after = after_read(capture) if capture is not None else None
         if after is not None and outcome.get("captured") and not result.is_error:
-            outcome.update(await self._read_after(request, begun, after))
+            with anyio.CancelScope(shield=True):  # the call was answered: a client gone now must not lose its record
+                outcome.update(await self._read_after(request, begun, after))
         await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
 
