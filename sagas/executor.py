@@ -5,13 +5,17 @@ too.
 Failures become an `Outcome` instead of an exception so the coordinator can record them; an unexpected error in
 action code is treated as uncertain, because we cannot know how far it got before raising. Leases and their
 heartbeats are the coordinator's (sagas.coordinator._leases): it keeps the lease alive around the call.
+
+Inside `shared_connections()` (the undo walk) a thread's `kind: mcp` calls share one connection per downstream
+server (registry.actions.mcp.shared_connections) instead of opening one each.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,10 +40,39 @@ class Outcome:
     uncertain: bool = False
 
 
+_scope = threading.local()  # this thread's open shared_connections() block: its exit stack, and what it shares
+
+
+@contextlib.contextmanager
+def shared_connections() -> Iterator[None]:
+    """Inside the block, this thread's `kind: mcp` calls share one connection per downstream server, opened on
+    first use and closed when the block ends (registry.actions.mcp.shared_connections); other threads are not
+    affected. Re-entrant. The MCP SDK is imported only once an MCP call runs, as outside a block."""
+    if getattr(_scope, "stack", None) is not None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        _scope.stack, _scope.mcp = stack, False
+        try:
+            yield
+        finally:
+            _scope.stack = None
+
+
+def _share(definition: dict[str, Any]) -> None:
+    stack: contextlib.ExitStack | None = getattr(_scope, "stack", None)
+    if stack is not None and not _scope.mcp and definition.get("kind") == "mcp":
+        from registry.actions.mcp import shared_connections as mcp_shared
+
+        stack.enter_context(mcp_shared())
+        _scope.mcp = True
+
+
 def perform(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool) -> Outcome:
     if connection.in_atomic_block:
         # A side effect inside a transaction could be rolled back in the database but not in the world.
         raise RuntimeError("refusing to call an action inside a database transaction")
+    _share(definition)
     call = invoke_compensation if compensation else invoke_forward
     try:
         return Outcome(ok=True, result=call(definition, ctx))

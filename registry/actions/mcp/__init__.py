@@ -2,7 +2,9 @@
 
 One invocation is one short MCP connection (Streamable HTTP or a stdio subprocess), opened and closed inside
 `anyio.run` in the calling thread: the coordinator calls actions from worker threads that have no event loop, and
-a fresh connection per call keeps retries, recovery and threads independent of any shared client state.
+a fresh connection per call keeps retries, recovery and threads independent of any shared client state. Inside
+`shared_connections()` (the undo walk) a thread's calls to one server share one connection instead, opened on
+first use and closed with the block, with the same per-call timeout, phases and failures (`_pool`).
 
 Idempotency: every tools/call carries `_meta["io.semantic-saga/idempotency_key"]` (the step id, `<step id>:rollback`
 for compensation, `<key>:capture` for the capture read), so a server that deduplicates applies a retry once.
@@ -26,7 +28,8 @@ always retried: compensations must be safe to repeat). `isError: true` is a perm
 (registry.actions.result_limit); a capture answer over it stops the call before the forward tool is sent.
 
 This module runs one invocation (`call`); the parts are `_connection` (the server block, the transports, running
-from sync code, how far an invocation got), `_request` (tool calls, arguments, `_meta`, the kept pre_state),
+from sync code, how far an invocation got), `_pool` (a connection of its own, or the scope's shared one),
+`_request` (tool calls, arguments, `_meta`, the kept pre_state),
 `_answer` (the receipt envelope, isError, the result limit), `_failures` (an exception's meaning) and `_listing`
 (`list_tools`, for import_mcp_tools).
 """
@@ -35,26 +38,18 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, TextIO
+from typing import Any
 
-import anyio
+from mcp import Client
 
 from registry.actions import result_limit
 from registry.actions.context import InvocationContext
 from registry.actions.mcp import _request
 from registry.actions.mcp._answer import TEXT_LIMIT, kept_output, outcome, pre_state_of, read_of, size_of
-from registry.actions.mcp._connection import (
-    DEFAULT_TIMEOUT_SECONDS,
-    USER_AGENT,
-    Connection,
-    Progress,
-    connection,
-    open_client,
-    run_blocking,
-    stderr_log,
-)
+from registry.actions.mcp._connection import DEFAULT_TIMEOUT_SECONDS, USER_AGENT, Connection, Progress, connection
 from registry.actions.mcp._failures import failure
 from registry.actions.mcp._listing import MAX_TOOL_PAGES, ServerListing, list_tools
+from registry.actions.mcp._pool import channel, shared_connections
 from registry.actions.mcp._request import IDEMPOTENCY_META_KEY, ToolCall
 from registry.capture_outcomes import proceeds
 from registry.contracts import resolved_execution_policy
@@ -70,27 +65,25 @@ __all__ = [
     "call",
     "connection",
     "list_tools",
+    "shared_connections",
 ]
 
 logger = logging.getLogger("registry.actions.mcp")
 
 
-async def _invoke(
-    conn: Connection, capture: ToolCall | None, call: ToolCall, progress: Progress, timeout: float, errlog: TextIO
-) -> None:
-    with anyio.fail_after(timeout):
-        async with open_client(conn, timeout, errlog) as client:
-            if capture is not None:
-                progress.phase = "capture"
-                progress.captured = await client.call_tool(capture.tool, capture.arguments, meta=capture.meta)
-                progress.captured_bytes = size_of(kept_output(progress.captured))
-                if progress.captured_bytes > result_limit.limit() or not proceeds(
-                    capture.spec, read_of(progress, capture)
-                ):
-                    return  # outcome refuses: the forward call is not made
-            progress.phase = "call"
-            progress.answer = await client.call_tool(call.tool, call.arguments, meta=call.meta)
-            progress.phase = "done"
+async def _invoke(capture: ToolCall | None, call: ToolCall, progress: Progress, timeout: float, client: Client) -> None:
+    # The timeout per request too: a shared client was opened by a call whose timeout may differ from this one's.
+    if capture is not None:
+        progress.phase = "capture"
+        progress.captured = await client.call_tool(
+            capture.tool, capture.arguments, read_timeout_seconds=timeout, meta=capture.meta
+        )
+        progress.captured_bytes = size_of(kept_output(progress.captured))
+        if progress.captured_bytes > result_limit.limit() or not proceeds(capture.spec, read_of(progress, capture)):
+            return  # outcome refuses: the forward call is not made
+    progress.phase = "call"
+    progress.answer = await client.call_tool(call.tool, call.arguments, read_timeout_seconds=timeout, meta=call.meta)
+    progress.phase = "done"
 
 
 def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bool) -> Any:
@@ -114,12 +107,12 @@ def call(definition: dict[str, Any], ctx: InvocationContext, *, compensation: bo
     timeout = float(request.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS))
     retry_lost = compensation or bool(resolved_execution_policy(definition)["idempotent"])
     progress = Progress()
-    with stderr_log() as errlog:
+    with channel(conn, timeout) as connected:
         try:
-            run_blocking(functools.partial(_invoke, conn, capture, main, progress, timeout, errlog))
+            connected.run(functools.partial(_invoke, capture, main, progress, timeout))
         except Exception as exc:
             if progress.answer is None:
-                lost = failure(exc, progress, conn, main.tool, timeout, errlog, retry_lost=retry_lost)
+                lost = failure(exc, progress, conn, main.tool, timeout, connected.errlog, retry_lost=retry_lost)
                 if progress.phase != "capture" and capture is not None and progress.captured is not None:
                     # The call was sent after the capture: keep what it read for whoever reconciles the call.
                     lost.receipt = {"tool": main.tool, **pre_state_of(read_of(progress, capture), conn)}

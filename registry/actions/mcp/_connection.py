@@ -4,6 +4,8 @@
 opens it as an SDK client over Streamable HTTP or a stdio subprocess; `run_blocking` runs the async invocation from
 the coordinator's worker threads, which have no event loop; `stderr_log` keeps a stdio server's stderr private.
 `Progress` records the phase an invocation reached, which decides whether a failure is certain (nothing sent).
+A connection shared by many calls (registry.actions.mcp._pool) is opened with a `Liveness`, which notes when the
+server closed it.
 """
 
 from __future__ import annotations
@@ -17,13 +19,17 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import metadata
+from types import TracebackType
 from typing import Any, TextIO, TypeVar, cast
 
 import anyio
 import httpx2
 from mcp import Client
+from mcp.client import Transport
+from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 from mcp.types import CallToolResult, Implementation, Tool
 
 from registry.secrets import resolve_header
@@ -92,16 +98,81 @@ def connection(server: dict[str, Any]) -> Connection:
     return Connection(transport="streamable_http", url=str(server["url"]), headers=headers, secrets=tuple(secrets))
 
 
+@dataclass
+class Liveness:
+    """Whether the server of a shared connection still talks: `closed` once its messages ended (a stdio server
+    exited). The pool then opens a new connection before sending, instead of sending a call into a closed one, which
+    the SDK would fail as a lost answer (uncertain) though nothing was sent."""
+
+    closed: bool = False
+
+
+class _WatchedRead:
+    """A transport's read stream that sets `liveness.closed` when it ends; everything else is the stream's own."""
+
+    def __init__(self, stream: ReadStream[SessionMessage | Exception], liveness: Liveness) -> None:
+        self._stream = stream
+        self._liveness = liveness
+
+    @property
+    def last_context(self) -> Any:
+        # The SDK's dispatcher reads this duck-typed (the sender's contextvars, on HTTP); keep passing it through.
+        return getattr(self._stream, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._liveness.closed = True
+            raise
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
 @contextlib.asynccontextmanager
-async def open_client(conn: Connection, timeout: float, errlog: TextIO) -> AsyncIterator[Client]:
+async def _watched(transport: Transport, liveness: Liveness) -> AsyncIterator[TransportStreams]:
+    async with transport as (read_stream, write_stream):
+        yield _WatchedRead(read_stream, liveness), write_stream
+
+
+@contextlib.asynccontextmanager
+async def open_client(
+    conn: Connection, timeout: float, errlog: TextIO, *, liveness: Liveness | None = None
+) -> AsyncIterator[Client]:
+    """An SDK client for `conn`. With `liveness`, a connection shared by many calls: its read stream reports when
+    the server closed it, and its HTTP client sets no timeout of its own, because it serves calls with different
+    timeouts and each call is bounded by its own `fail_after` (the pool bounds the close)."""
     options: dict[str, Any] = {"read_timeout_seconds": timeout, "client_info": _client_info(), "cache": None}
+
+    def watched(transport: Transport) -> Transport:
+        return transport if liveness is None else _watched(transport, liveness)
+
     if conn.transport == "stdio":
         params = StdioServerParameters(command=conn.command, args=list(conn.args), env=conn.env or None, cwd=conn.cwd)
-        async with Client(stdio_client(params, errlog=errlog), **options) as client:
+        async with Client(watched(stdio_client(params, errlog=errlog)), **options) as client:
             yield client
         return
-    http = httpx2.AsyncClient(headers={"User-Agent": USER_AGENT, **conn.headers}, timeout=httpx2.Timeout(timeout))
-    async with http, Client(streamable_http_client(conn.url, http_client=http), **options) as client:
+    limit = httpx2.Timeout(timeout if liveness is None else None)
+    http = httpx2.AsyncClient(headers={"User-Agent": USER_AGENT, **conn.headers}, timeout=limit)
+    async with http, Client(watched(streamable_http_client(conn.url, http_client=http)), **options) as client:
         yield client
 
 
