@@ -7,20 +7,27 @@ this before the call":
                 "absent_when": "ENOENT",                 # an error answer whose text matches: the thing is absent
                 "text_pattern": "On branch (?P<branch>\\S+)",  # a prose answer: its named groups are the state
                 "read_after": true,                      # read again after the call: what the undo compares with
-                                                         # (or a read of its own: {"tool", "arguments", "text_pattern"})
+                                                         # (the default; or a read of its own: {"tool", "arguments",
+                                                         # "text_pattern"}; false: not read after)
                 "when_absent": {"tool": ..., "arguments": ...} | {"class": "C", "reason": "..."},
+                "when_unmatched": {"tool": ..., "arguments": ...} | {"class": "C", "reason": "..."},
                 "when_failed": {"tool": ..., "arguments": ...} | {"class": "C", "reason": "..."}}
 
-The read ends in one of three outcomes:
+The read ends in one of four outcomes:
 
     found      it answered (and its text matched `text_pattern`, when there is one): the contract's own
                `compensation` undoes the call, reading `${pre_state.x}`
-    absent     it answered an error matching `absent_when`, or text `text_pattern` does not match: `when_absent`
-               says what undoes the call (another call, or no inverse with its class and reason)
+    absent     it answered an error matching `absent_when`: `when_absent` says what undoes the call (another call,
+               or no inverse with its class and reason)
+    unmatched  it answered, but its text does not match `text_pattern` (a detached HEAD, a file holding U+FFFD):
+               `when_unmatched`, or `when_absent` when the contract has no `when_unmatched`
     failed     any other error: the call is refused (nothing is sent) unless `when_failed` says what then
 
 Without a `when_*` branch for its outcome the call is not sent, as before. The outcome is kept in the step's result
 (`capture_outcome`, omitted when found), so the undo picks the same branch from the journal however long after.
+`unmatched` was told apart from `absent` later: a step journaled before keeps `absent` for both, and still takes
+`when_absent`, as an unmatched read of a contract without `when_unmatched` does; so each branch's reason can name
+the one case it answers, and a contract (or pack) written before still means what it meant.
 """
 
 from __future__ import annotations
@@ -30,11 +37,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-CaptureOutcome = Literal["found", "absent", "failed"]
+CaptureOutcome = Literal["found", "absent", "unmatched", "failed"]
 FOUND: CaptureOutcome = "found"
 ABSENT: CaptureOutcome = "absent"
+UNMATCHED: CaptureOutcome = "unmatched"
 FAILED: CaptureOutcome = "failed"
-BRANCH_OF: dict[str, str] = {ABSENT: "when_absent", FAILED: "when_failed"}
+# The outcomes a step records (found is left out), and the branch each takes.
+BRANCH_OF: dict[str, str] = {ABSENT: "when_absent", UNMATCHED: "when_unmatched", FAILED: "when_failed"}
+# The branch an outcome falls back to when the contract does not declare its own.
+FALLBACK: dict[str, str] = {UNMATCHED: ABSENT}
 OUTCOME_KEY = "capture_outcome"
 # Where a step keeps the state its capture tool read right after the call (`read_after`).
 POST_STATE = "post_state"
@@ -69,7 +80,7 @@ def read_outcome(capture: Mapping[str, Any], *, is_error: bool, text: str, paylo
         return CaptureRead(FAILED)
     state = state_of(capture, text=text, payload=payload)
     if state is None and isinstance(capture.get("text_pattern"), str):
-        return CaptureRead(ABSENT)  # a prose answer its pattern does not match
+        return CaptureRead(UNMATCHED)  # an answer its pattern does not match
     return CaptureRead(FOUND, state)
 
 
@@ -85,21 +96,36 @@ def state_of(capture: Mapping[str, Any], *, text: str, payload: Any) -> Any:
 
 def after_read(capture: Mapping[str, Any]) -> dict[str, Any] | None:
     """The read made right after the call and again by the undo's drift check (`read_after`): the capture itself
-    (`true`), a read of its own (`{"tool", "arguments", "text_pattern"}`), or None."""
-    spec = capture.get("read_after")
+    (`true`, and by default: what a call left is read, never guessed from its own answer, which may echo a row it
+    deleted), a read of its own (`{"tool", "arguments", "text_pattern"}`), or None (`false`: not read after)."""
+    spec = capture.get("read_after", True)
     if spec is True:
         return {key: capture[key] for key in ("tool", "arguments", "text_pattern") if key in capture}
     return dict(spec) if isinstance(spec, Mapping) else None
 
 
+def reads_itself_after(capture: Mapping[str, Any]) -> bool:
+    """Whether the read after the call is the capture read itself (so the two reads can be compared)."""
+    return capture.get("read_after", True) is True
+
+
 def proceeds(capture: Mapping[str, Any], read: CaptureRead) -> bool:
     """Whether the call is sent after this read: found, or its outcome has a branch."""
-    return read.found or isinstance(capture.get(BRANCH_OF[read.outcome]), dict)
+    return read.found or branch_for(capture, read.outcome) is not None
 
 
 def outcome_of(receipt: Any) -> CaptureOutcome:
     stored = receipt.get(OUTCOME_KEY) if isinstance(receipt, Mapping) else None
-    return stored if stored in (ABSENT, FAILED) else FOUND
+    return stored if stored in BRANCH_OF else FOUND
+
+
+def branch_for(capture: Mapping[str, Any], outcome: str) -> dict[str, Any] | None:
+    """The `when_*` branch that answers `outcome` (its own, else the one it falls back to), or None."""
+    for candidate in (outcome, FALLBACK.get(outcome)):
+        chosen = capture.get(BRANCH_OF[candidate]) if candidate in BRANCH_OF else None
+        if isinstance(chosen, Mapping):
+            return dict(chosen)
+    return None
 
 
 def branch(contract: Mapping[str, Any], receipt: Any) -> dict[str, Any] | None:
@@ -108,8 +134,7 @@ def branch(contract: Mapping[str, Any], receipt: Any) -> dict[str, Any] | None:
     outcome = outcome_of(receipt)
     if outcome == FOUND or not isinstance(capture, Mapping):
         return None
-    chosen = capture.get(BRANCH_OF[outcome])
-    return dict(chosen) if isinstance(chosen, Mapping) else None
+    return branch_for(capture, outcome)
 
 
 def effective_contract(contract: dict[str, Any], receipt: Any) -> dict[str, Any]:
@@ -151,6 +176,8 @@ def branch_problems(capture: Mapping[str, Any], where: str) -> list[str]:
             f"{where}.when_absent: nothing can make the read absent; add absent_when (a pattern over the error's "
             "text) or text_pattern"
         )
+    if "when_unmatched" in capture and "text_pattern" not in capture:
+        problems.append(f"{where}.when_unmatched: nothing can leave the read unmatched; add text_pattern")
     return problems
 
 

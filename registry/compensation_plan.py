@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from registry.errors import ActionFailure
-from registry.templating import TEMPLATE, render
+from registry.templating import render, roots_read
 from registry.tool_answers import NO_JSON_REASONS, payload_of
 
 
@@ -52,7 +52,7 @@ def inverse_plan(compensation: Mapping[str, Any], base: Mapping[str, Any], recei
 def why_not(compensation: Mapping[str, Any], receipt: Any, message: str) -> str:
     """Why the inverse cannot be built, said from what the step kept rather than as a template error."""
     stored = receipt if isinstance(receipt, Mapping) else {}
-    roots = _roots(compensation.get("arguments", {}))
+    roots = roots_read(compensation.get("arguments", {}))
     if "result" in roots:
         result = stored.get("result")
         if stored and stored.get("truncated"):
@@ -67,15 +67,3 @@ def why_not(compensation: Mapping[str, Any], receipt: Any, message: str) -> str:
     if "pre_state" in roots and stored.get("pre_state") is None:
         return "cannot be undone: the capture read before the call carries no JSON, so there is no state to restore"
     return f"cannot be undone: {message}"
-
-
-def _roots(value: Any) -> set[str]:
-    """The scope roots (`input`, `result`, `pre_state`, ...) the templates inside `value` read."""
-    if isinstance(value, str):
-        match = TEMPLATE.fullmatch(value)
-        return {match["expr"].split(".")[0]} if match else set()
-    if isinstance(value, Mapping):
-        return set().union(*(_roots(item) for item in value.values())) if value else set()
-    if isinstance(value, list):
-        return set().union(*(_roots(item) for item in value)) if value else set()
-    return set()

@@ -6,19 +6,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from registry import jmespath_values
 from registry.capture_outcomes import pattern_problems
 from registry.templating import TEMPLATE_MARKER, iter_strings
 
 IDENT = re.compile(r"[A-Za-z0-9_-]+")
 REFERENCE = re.compile(r"\$\.(?P<root>args|result|pre_state)(?P<path>(?:\.[A-Za-z0-9_-]+(?:\[\*\])?)*)")
 CONST = "const"
+# {"jmespath": "<expression>"} over the pack's roots (args, result, pre_state): registry.jmespath_values.
+JMESPATH = "jmespath"
 _CAPTURE_ROOTS = ("args",)
 _INVERSE_ROOTS = ("args", "result", "pre_state")
 TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
 _PACK_KEYS = {"name", "description", "entries"}
-_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note", "ifNotFound", "ifCaptureFailed"}
+_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note", "ifNotFound", "ifNoMatch", "ifCaptureFailed"}
 # The branch keys of an entry, by the capture outcome they answer (registry.capture_outcomes).
-BRANCHES = {"ifNotFound": "when_absent", "ifCaptureFailed": "when_failed"}
+BRANCHES = {"ifNotFound": "when_absent", "ifNoMatch": "when_unmatched", "ifCaptureFailed": "when_failed"}
 _BRANCH_ROOTS = ("args", "result")
 _DECLARATION_KEYS = {"tool", "server", "class", "reason", "note"}
 _DECLARED_CLASSES = ("C", "I")
@@ -118,7 +121,9 @@ def _capture_problems(capture: Any, where: str) -> list[str]:
 
 
 def _branch_problems(entry: dict[str, Any], key: str, where: str) -> list[str]:
-    """ifNotFound / ifCaptureFailed: another inverse (reading $.args and $.result) or none (class and reason)."""
+    """ifNotFound / ifNoMatch / ifCaptureFailed: another inverse (reading $.args and $.result) or none (class and
+    reason). ifNotFound also answers a textPattern that does not match when there is no ifNoMatch (as it did before
+    ifNoMatch existed), so a textPattern alone lets it be reached."""
     branch = entry[key]
     if "capture" not in entry:
         return [f"{where}: the branch answers a capture's outcome, but the entry declares no capture; add one"]
@@ -128,6 +133,8 @@ def _branch_problems(entry: dict[str, Any], key: str, where: str) -> list[str]:
             f"{where}: nothing can make the capture find nothing; add capture.notFound (a pattern over its error's "
             "text) or capture.textPattern"
         ]
+    if key == "ifNoMatch" and "textPattern" not in capture:
+        return [f"{where}: nothing can leave the capture unmatched; add capture.textPattern (or drop the branch)"]
     if isinstance(branch, dict) and ("class" in branch or "reason" in branch) and "tool" not in branch:
         problems = _key_problems(branch, {"class", "reason"}, {"class", "reason"}, where)
         if "class" in branch and branch["class"] not in _DECLARED_CLASSES:
@@ -150,7 +157,10 @@ def _call_problems(
         problems.append(f"{where}.tool: a non-empty tool name of the same server")
     args = call.get("args")
     if "args" in call and not isinstance(args, dict):
-        problems.append(f'{where}.args: an object mapping each argument name to a $. reference or a {{"const": value}}')
+        problems.append(
+            f"{where}.args: an object mapping each argument name to a $. reference, a "
+            '{"const": value} or a {"jmespath": "<expression>"}'
+        )
     elif isinstance(args, dict):
         problems += [
             f"{where}.args.{key}: {problem}" for key, ref in args.items() if (problem := _reference_problem(ref, roots))
@@ -160,20 +170,43 @@ def _call_problems(
 
 def _reference_problem(ref: Any, roots: tuple[str, ...]) -> str | None:
     allowed = " or ".join(f"$.{root}.x" for root in roots)
+    if isinstance(ref, dict) and JMESPATH in ref:
+        return _jmespath_problem(ref, roots)
     if isinstance(ref, dict):
         return _const_problem(ref)
     match = REFERENCE.fullmatch(ref) if isinstance(ref, str) else None
     if match is None:
         return (
             f"{ref!r} is not a reference; expected {allowed} (segments of letters, digits, '_' or '-'; one may end in "
-            '[*] to read every item of a list) or {"const": value}'
+            '[*] to read every item of a list), {"const": value} or {"jmespath": "<expression>"}'
         )
-    if match["root"] not in roots:
-        if roots == _BRANCH_ROOTS:
-            return f"{ref!r} reads $.{match['root']}, which this branch does not have (the capture found nothing)"
-        if roots == _CAPTURE_ROOTS:
-            return f"{ref!r} reads $.{match['root']}, which does not exist before the call runs; use $.args.x"
-        return f"{ref!r} reads $.{match['root']}, which does not exist here; use {allowed}"
+    return _root_problem(ref, match["root"], roots)
+
+
+def _root_problem(ref: Any, root: str, roots: tuple[str, ...], form: str = "$.{}") -> str | None:
+    """Why `ref` may not read `root` (written as `form` says: `$.result`, or `result` in an expression) where only
+    `roots` exist, or None."""
+    if root in roots:
+        return None
+    named, use = form.format(root), form + ".x"
+    if roots == _BRANCH_ROOTS:
+        return f"{ref!r} reads {named}, which this branch does not have (the capture found nothing)"
+    if roots == _CAPTURE_ROOTS:
+        return f"{ref!r} reads {named}, which does not exist before the call runs; use {use.format('args')}"
+    return f"{ref!r} reads {named}, which does not exist here; use {' or '.join(map(use.format, roots))}"
+
+
+def _jmespath_problem(value: dict[str, Any], roots: tuple[str, ...]) -> str | None:
+    """{"jmespath": "<expression>"} over the pack's roots, of which only `roots` exist here."""
+    if set(value) != {JMESPATH}:
+        return f'{value!r}: an object argument with an expression is exactly {{"jmespath": "<expression>"}}'
+    expression = value[JMESPATH]
+    problem = jmespath_values.expression_problem(expression, _INVERSE_ROOTS)
+    if problem is not None:
+        return problem
+    for root in sorted(jmespath_values.roots_read(expression)):
+        if problem := _root_problem(expression, root, roots, form="{}"):
+            return problem
     return None
 
 
@@ -182,6 +215,11 @@ def _const_problem(value: dict[str, Any]) -> str | None:
         return f'{value!r}: an object argument is a constant, exactly {{"const": <any JSON value>}}'
     if any(TEMPLATE_MARKER in text for _, text in iter_strings(value[CONST], "const")):
         return f"{value!r}: a constant holds no template ($" + "{...}); use a $. reference to read a value"
+    if any(True for _ in jmespath_values.iter_expressions(value[CONST], "const")):
+        return (
+            f"{value!r}: a constant holds no {jmespath_values.KEY!r} object (the contract would evaluate it); use "
+            '{"jmespath": "<expression>"} to build a value'
+        )
     return None
 
 
@@ -196,7 +234,8 @@ def _pre_state_problems(entry: dict[str, Any], where: str) -> list[str]:
         f"{where}.inverse.args.{key}: reads $.pre_state but the entry declares no capture, so nothing would ever be "
         "captured; add a capture read, or map from $.args / $.result"
         for key, ref in args.items()
-        if isinstance(ref, str) and ref.startswith("$.pre_state")
+        if (isinstance(ref, str) and ref.startswith("$.pre_state"))
+        or (isinstance(ref, dict) and "pre_state" in jmespath_values.roots_read(ref.get(JMESPATH)))
     ]
 
 

@@ -11,14 +11,17 @@ The format is Sagaz's, so its packs load unchanged:
 Every argument value is a reference: `$.args.x` (the call's arguments), `$.result.x` (its answer's payload: the
 structuredContent, else its first text block parsed as JSON, registry.tool_answers), `$.pre_state.x` (the capture
 read's payload, read the same way). Beyond Sagaz (whose packs load unchanged): a path segment ending in `[*]` reads
-every item of a list (`$.result.entities[*].name`: the inverse gets the list of names), and `{"const": value}` is a
-value of its own (any JSON, never a template). An entry may also say a tool has no inverse and why:
+every item of a list (`$.result.entities[*].name`: the inverse gets the list of names), `{"const": value}` is a
+value of its own (any JSON, never a template), and `{"jmespath": "<expression>"}` builds a value with a JMESPath
+expression over `{"args", "result", "pre_state"}` (`result[*].{name: entityName}`: a renaming per item;
+registry.jmespath_values). An entry may also say a tool has no inverse and why:
 `{"tool": "git_commit", "class": "I", "reason": "a commit is published history"}` (class C or I): the proxy then
 classes the tool so (below explicit rules, above its own guesses) with the pack's reason. `capture` runs after the gate
 and before the call, so its arguments can only read `$.args`; an inverse that reads `$.pre_state` needs a capture.
 A capture may say how to read its outcome (`notFound`: a pattern over an error's text; `textPattern`: named groups of
-a prose answer; `readAfter`: read again after the call, for the undo's drift check), and `ifNotFound` /
-`ifCaptureFailed` answer those outcomes with another call or no inverse (registry.capture_outcomes).
+a prose answer; `readAfter`: read again after the call, for the undo's drift check), and `ifNotFound` (not found),
+`ifNoMatch` (its text did not match textPattern; without it, ifNotFound answers that too) and `ifCaptureFailed`
+answer those outcomes with another call or no inverse (registry.capture_outcomes).
 Validation is strict (an unknown key is a typo, not an extension) and names each problem's path; two entries for one
 (server, tool) is an error, because an undo must not have to choose.
 
@@ -27,7 +30,9 @@ entry naming the server before one for any server; two equally specific matches 
 
 A pack is an input format: each entry is parsed once into the registry's own compensation and capture
 (`PackEntry.as_mcp_contract_parts`, a `kind: mcp` contract's `compensation` and `capture`): `$.args.x` is
-`${input.x}`, `$.result.x` is `${result.x}`, `$.pre_state.x` is `${pre_state.x}`. Those are rendered by the
+`${input.x}`, `$.result.x` is `${result.x}`, `$.pre_state.x` is `${pre_state.x}`, and `{"jmespath": E}` is
+`{"$jmespath": E}` over the contract's roots, where `args` is `input`: an expression that reads `args` is given that
+name first, `{"$jmespath": "{args: input} | (E)"}`. Those are rendered by the
 registry's templating (registry.compensation_plan) like any contract's, from the envelope the call's step keeps,
 whose `result` and `pre_state` are payloads by the same rule as the pack's.
 """
@@ -40,11 +45,18 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from registry import jmespath_values
 from registry.errors import RegistryError
-from registry.pack_validation import BRANCHES, CONST, REFERENCE, TEMPLATE_ROOTS, pack_problems
+from registry.pack_validation import BRANCHES, CONST, JMESPATH, REFERENCE, TEMPLATE_ROOTS, pack_problems
 from registry.strict_json import StrictJsonError, read_strict_json
 
 _GLOB_CHARACTERS = frozenset("*?[")
+# How a reason names the capture outcome a branch answers.
+_WHEN = {
+    "ifNotFound": "the capture finds nothing",
+    "ifNoMatch": "the capture's text does not match its pattern",
+    "ifCaptureFailed": "the capture read fails",
+}
 # A pack capture's outcome keys, in the contract's words (registry.capture_outcomes).
 CAPTURE_READING = {"notFound": "absent_when", "textPattern": "text_pattern", "readAfter": "read_after"}
 
@@ -66,7 +78,7 @@ class PackCall:
     """A tool call of a pack entry: the tool (on the same server) and its arguments as `$.` references."""
 
     tool: str
-    args: Mapping[str, Any]  # a `$.` reference string, or {"const": value}
+    args: Mapping[str, Any]  # a `$.` reference string, {"const": value} or {"jmespath": "<expression>"}
 
 
 @dataclass(frozen=True)
@@ -88,18 +100,22 @@ class PackEntry:
     note: str = ""
     # How to read the capture's outcome: notFound, textPattern, readAfter (registry.capture_outcomes).
     capture_reading: Mapping[str, Any] = field(default_factory=dict)
-    # ifNotFound / ifCaptureFailed: another inverse, or none.
+    # ifNotFound / ifNoMatch / ifCaptureFailed: another inverse, or none.
     branches: Mapping[str, PackCall | PackNoInverse] = field(default_factory=dict)
 
     def guarded_class(self) -> tuple[str, str] | None:
         """The class a call gets before its capture runs when a branch has no inverse (the more guarded one, I
-        before C), and why; None when every outcome has an inverse (the call is R)."""
+        before C), and why (each such branch's reason, named by its outcome); None when every outcome has an inverse
+        (the call is R)."""
         none = [(key, branch) for key, branch in self.branches.items() if isinstance(branch, PackNoInverse)]
         if not none:
             return None
-        key, worst = max(none, key=lambda pair: pair[1].effect_class == "I")
-        when = "the capture finds nothing" if key == "ifNotFound" else "the capture read fails"
-        return worst.effect_class, f"no inverse when {when}: {worst.reason.strip()}; otherwise {self.inverse.tool}"
+        worst = "I" if any(branch.effect_class == "I" for _, branch in none) else "C"
+        said = "; ".join(
+            f"{'nor' if index else 'no inverse'} when {_WHEN[key]}: {branch.reason.strip()}"
+            for index, (key, branch) in enumerate(none)
+        )
+        return worst, f"{said}; otherwise {self.inverse.tool}"
 
     def covers(self, server: str, tool: str) -> bool:
         return self.server in ("", server) and fnmatchcase(tool, self.tool)
@@ -420,6 +436,10 @@ def _tie_problem(server: str, tool: str, entries: Sequence[PackEntry | PackDecla
 def _as_contract_call(call: PackCall) -> dict[str, Any]:
     arguments: dict[str, Any] = {}
     for key, ref in call.args.items():
+        if isinstance(ref, dict) and JMESPATH in ref:  # the contract's roots: args is input
+            expression = jmespath_values.over_roots(ref[JMESPATH], TEMPLATE_ROOTS)
+            arguments[key] = {jmespath_values.KEY: expression}
+            continue
         if isinstance(ref, dict):  # {"const": value}: sent as it is
             arguments[key] = ref[CONST]
             continue

@@ -9,6 +9,10 @@ A path segment may end in `[*]` (`${result.entities[*].name}`): the value there 
 the path is read from each item, giving a list (an inverse that takes every name a call created). Projections are
 for whole values only, never inside a URL.
 
+A value may instead be built by a JMESPath expression, `{"$jmespath": "result.items[*].{id: id}"}`, over the same
+roots `input`, `result` and `pre_state` with the same rules (registry.jmespath_values): an inverse that renames the
+fields of every item an answer lists. Validation and the readers below (which roots a request reads) see both forms.
+
 There is no interpolation inside longer strings: a value like "order ${input.id}" is refused at validation,
 because sending it literally would almost certainly be a mistake and partial interpolation would silently
 stringify numbers. URLs are the exception (a URL is text, so an integer id becoming a path segment is expected):
@@ -22,6 +26,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from registry import jmespath_values
 from registry.errors import ActionFailure
 
 TEMPLATE_MARKER = "${"
@@ -49,8 +54,8 @@ def iter_strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
 
 
 def template_problems(value: Any, path: str, *, allow_result: bool, allow_pre_state: bool = False) -> list[str]:
-    """Validation findings for every template-looking string inside `value`."""
-    problems = []
+    """Validation findings for every template-looking string and every `{"$jmespath": ...}` inside `value`."""
+    problems = jmespath_values.value_problems(value, path, allow_result=allow_result, allow_pre_state=allow_pre_state)
     for where, text in iter_strings(value, path):
         if TEMPLATE_MARKER in text:
             problem = expression_problem(
@@ -98,13 +103,17 @@ def expression_problem(
 
 
 def render(value: Any, scope: Mapping[str, Any], path: str = "body") -> Any:
-    """Replace whole-value templates in `value` using `scope` (keys input, result, saga, step).
+    """Replace whole-value templates and `{"$jmespath": ...}` in `value` using `scope` (keys input, result, saga,
+    step).
 
-    A referenced path that is missing is a permanent failure: retrying the same input cannot make it appear.
+    A referenced path that is missing (an expression yielding null) is a permanent failure: retrying the same input
+    cannot make it appear.
     """
     if isinstance(value, str):
         match = TEMPLATE.fullmatch(value)
         return lookup(match["expr"], scope, value, path) if match else value
+    if jmespath_values.is_expression(value):
+        return jmespath_values.evaluate(value[jmespath_values.KEY], scope, path)
     if isinstance(value, Mapping):
         return {key: render(item, scope, f"{path}.{key}") for key, item in value.items()}
     if isinstance(value, list):
@@ -157,16 +166,27 @@ def _child(container: Any, key: str) -> tuple[bool, Any]:
 
 
 def references_result_fields(value: Any) -> bool:
-    """Whether a request template reads fields of the forward result (`${result.x}`), which only exist once the
-    forward call answered. `${pre_state.x}` counts too: the captured pre-state is persisted inside the forward
-    result of an MCP step, so without a result there is no pre-state either."""
-    return any(expr.startswith(("result.", "pre_state.")) for expr in _expressions(value))
+    """Whether a request reads fields of the forward result (`${result.x}`, or a `$jmespath` expression reading
+    `result`), which only exist once the forward call answered. The pre-state counts too: the captured pre-state is
+    persisted inside the forward result of an MCP step, so without a result there is no pre-state either."""
+    return any(expr.startswith(("result.", "pre_state.")) for expr in _expressions(value)) or bool(
+        {"result", "pre_state"} & jmespath_values.roots_in(value)
+    )
 
 
 def references_forward_answer(value: Any) -> bool:
-    """Whether a request template reads the forward call's own answer (`${result...}`), as opposed to only the
-    pre-state captured before it (`${pre_state...}`), which an attempt keeps even when its answer was lost."""
-    return any(expr == "result" or expr.startswith("result.") for expr in _expressions(value))
+    """Whether a request reads the forward call's own answer (`${result...}`, or `result` in a `$jmespath`
+    expression), as opposed to only the pre-state captured before it, which an attempt keeps even when its answer
+    was lost."""
+    return any(expr == "result" or expr.startswith("result.") for expr in _expressions(value)) or (
+        "result" in jmespath_values.roots_in(value)
+    )
+
+
+def roots_read(value: Any) -> set[str]:
+    """The scope roots (`input`, `result`, `pre_state`, ...) the templates and `$jmespath` expressions inside `value`
+    read."""
+    return {expr.split(".")[0] for expr in _expressions(value)} | jmespath_values.roots_in(value)
 
 
 def _expressions(value: Any) -> Iterator[str]:

@@ -17,14 +17,14 @@ The cascade, first hit wins, and its level is recorded as `source`:
     default                 nothing matched -> unknown
 
 The governing rule: R means "we know how to run the inverse". Only a declared inverse (or the operator) says so; a
-name or an annotation never proves reversibility. The one heuristic R (`create_*`, whose inverse is deleting what
-the result names) is capped to unknown by `destructiveHint: true`, and that capped answer is recorded with source
-`annotation` (the annotation decided it).
+name or an annotation never proves reversibility, so no name heuristic answers R: a `create_*` without a pack entry
+is `unknown` (its inverse would be deleting what the answer names, but nothing declares it), and the ledger, the
+preview report, the gate and the undo plan all read that one class.
 
 Annotations are the server's own claims, and a server is not trusted to lower its own guard: an annotation never
 makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb anywhere,
 in any segment (`delete_all_users`, `purge_cache`, `users_delete`, `purge.cache`) does not make it a read: the name
-decides, and a name-based read or R becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint:
+decides, and a name-based read becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint:
 false` lowers nothing.
 Only an operator rule says otherwise. (Sagaz lets `readOnlyHint` win over the name.)
 
@@ -103,7 +103,12 @@ def class_meaning(effect_class: str, *, has_inverse: bool) -> ClassMeaning:
 _READ_VERBS = ("list", "get", "read", "search", "find", "fetch", "query", "describe", "show", "count", "check", "view")
 # First word -> class, with the why that goes into the reason. Read verbs are handled apart (see _by_name).
 _VERB_TABLE: tuple[tuple[EffectClass, str, tuple[str, ...]], ...] = (
-    ("R", "its inverse (delete what was created) follows from the result", ("create",)),
+    (
+        "unknown",
+        "a create could be undone by deleting what its answer names, but no pack declares that inverse, and only a "
+        "declared inverse makes a call R",
+        ("create",),
+    ),
     (
         "C",
         "it cannot be unsent, only corrected afterwards",
@@ -238,7 +243,7 @@ def classify(
     if declared_inverse:
         where = inverse_source or "a compensation pack or kind: mcp contract"
         return Classification("R", "declared_compensation", f"{where} declares the inverse of {tool_name}")
-    by_name = _by_name(tool_name, destructive=_hint(annotations, "destructiveHint", "destructive_hint"))
+    by_name = _by_name(tool_name)
     if not _hint(annotations, "readOnlyHint", "read_only_hint"):
         return by_name
     mutating = next((word for word in name_words(tool_name, every_segment=True) if word in _MUTATING_VERBS), None)
@@ -262,7 +267,7 @@ def name_words(tool_name: str, *, every_segment: bool = False) -> list[str]:
     return [word.lower() for word in _WORD_SEPARATORS.split(spaced) if word]
 
 
-def _by_name(tool_name: str, *, destructive: bool) -> Classification:
+def _by_name(tool_name: str) -> Classification:
     words = name_words(tool_name)
     verb = words[0] if words else ""
     if verb in _READ_VERBS:
@@ -277,13 +282,6 @@ def _by_name(tool_name: str, *, destructive: bool) -> Classification:
         )
     if verb in _VERB_CLASSES:
         effect_class, why = _VERB_CLASSES[verb]
-        if effect_class == "R" and destructive:
-            return Classification(
-                "unknown",
-                "annotation",
-                f"the name starts with {verb!r} (R by name) but the server declares destructiveHint: true, which "
-                "caps a name-based R at unknown",
-            )
         return Classification(effect_class, "heuristic", f"the name starts with {verb!r}: {why}")
     return Classification(
         "unknown", "default", f"no rule, declared compensation, annotation or name heuristic decides {tool_name!r}"

@@ -109,7 +109,8 @@ class CallOutcome(Facts):
     size_bytes: int | None = None  # too_large: how much the server sent (at least)
     captured: bool = False  # a capture read ran before the call: `pre_state` is its answer
     pre_state: Any = None
-    # What the capture found (registry.capture_outcomes); absent or failed: the pack's branch for it undoes the call.
-    capture_outcome: Literal["found", "absent", "failed"] = "found"
+    # What the capture found (registry.capture_outcomes); absent, unmatched or failed: the pack's branch for it undoes
+    # the call.
+    capture_outcome: Literal["found", "absent", "unmatched", "failed"] = "found"
     read_after: bool = False  # the capture tool was read again after the call: `post_state` is what it read
     post_state: Any = None

@@ -124,6 +124,23 @@ def _client_name(metadata: Any) -> str:
     return str(client.get("name") or "") if isinstance(client, dict) else ""
 
 
+# Who decided a call's class (registry.tool_classes' cascade), as the session page says it.
+CLASS_SOURCE_WORDS: dict[str, str] = {
+    "rule": "an operator's rule",
+    "declared_compensation": "a declared inverse",
+    "pack": "a pack's declaration",
+    "annotation": "the server's annotation",
+    "heuristic": "its name",
+    "default": "nothing known",
+}
+# A ledger row's undo status (sagas.selectors.proxy_ledger) where the undo report's words do not cover it.
+UNDO_STATUS_WORDS: dict[str, str] = {
+    "none": "not undone",
+    "undoing": "being undone",
+    "failed": "its inverse failed",
+}
+
+
 @dataclass(frozen=True)
 class CallView:
     """One proxied call on the session page: the ledger row, and its cells as the terminal words them."""
@@ -134,6 +151,17 @@ class CallView:
     @property
     def status_text(self) -> str:
         return call_status(self.row)
+
+    @property
+    def class_source_text(self) -> str:
+        """Who decided the call's class, in words (never the classifier's key, `declared_compensation`)."""
+        return CLASS_SOURCE_WORDS.get(self.row.class_source, self.row.class_source.replace("_", " "))
+
+    @property
+    def undo_status_text(self) -> str:
+        """What became of the call in an undo, in the words `semantic-saga undo` uses."""
+        status = self.row.undo_status
+        return UNDO_STATUS_WORDS.get(status) or undo_label(status).replace("_", " ")
 
     @property
     def duration(self) -> str:

@@ -1,6 +1,9 @@
 """The drift check of a proxy session's undo (sagas.coordinator._undo_walk): before an inverse runs, the state its
 capture read is read again (the capture tool, key `<step id>:drift`) and compared with what the call left: the
-result's values for the captured fields, or, when the result does not carry them (a delete), the thing being absent.
+state read right after the call (`post_state`: every captured proxied call is read again after it, unless its pack
+says `readAfter: false`). A step journaled without that read (an older journal, a registered `kind: mcp` action) is
+compared with what its inverse implies (an inverse that creates the thing again: the call left it absent, whatever its
+answer echoed) or else the result's values for the captured fields.
 A difference means someone else changed it since, and the inverse is refused unless `force`. A capture declared
 `read_after` kept the state read right after the call (`post_state`), and that is what the read must find; a prose
 capture (`text_pattern`) without it is not compared (its answer has no fields to compare); a capture that found
@@ -18,20 +21,21 @@ the inverse restores (the captured pre-state) is then expected too, and the inve
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from registry.actions import InvocationContext
 from registry.capture_outcomes import FOUND, POST_STATE, after_read, outcome_of, state_of
-from registry.errors import ActionFailure
-from registry.templating import render
 from registry.tool_answers import text_of
+from registry.tool_classes import name_words
 from sagas import executor
 from sagas.models import Step
+from sagas.selectors.undo_plan import step_contract
 
 _ABSENT = object()  # the capture read finds nothing: the thing does not exist (now)
+# The first word of an inverse that brings a removed thing back: its call removed it.
+RECREATING_VERBS = frozenset({"create", "add", "insert", "new", "restore", "recreate", "undelete", "put"})
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ def drift(step: Step) -> Drift | None:
     current, unreadable = _read_now(step, capture)
     if unreadable:
         return Drift(unreadable, unreadable=True)
-    left = _left_by(stored.get("result"), pre_state)
+    left = None if _inverse_recreates(step) else _left_by(stored.get("result"), pre_state)
     if _matches(current, left) or (step.compensation_attempts > 0 and _matches(current, pre_state)):
         return None
     if current is _ABSENT:
@@ -78,6 +82,12 @@ def _drift_from_read_after(step: Step, capture: dict[str, Any], stored: dict[str
         return None
     if current is _ABSENT:
         return Drift(f"{read['tool']} no longer finds it, though the call had left it")
+    if stored[POST_STATE] is None:
+        return Drift(f"{read['tool']} finds it again, though the call had removed it")
+    left = stored[POST_STATE]
+    if isinstance(now, dict) and isinstance(left, dict):
+        changed = sorted(key for key in {*now, *left} if now.get(key, _ABSENT) != left.get(key, _ABSENT))
+        return Drift(f"{', '.join(changed)} changed since the call (read with {read['tool']})")
     return Drift(f"{read['tool']} reads it otherwise than the call left it")
 
 
@@ -107,11 +117,22 @@ def _field(current: object, key: str) -> Any:
 
 
 def _left_by(result: Any, pre_state: dict[str, Any]) -> dict[str, Any] | None:
-    """What the call left of the captured fields: the result's values when it answers all of them (an update
-    answers the thing as it is now), else None, meaning the thing is gone (a delete answers {"deleted": true})."""
+    """What a call journaled without the read after it (an older step, a registered `kind: mcp` action) left of the
+    captured fields: the result's values when it answers all of them (an update answers the thing as it is now),
+    else None, meaning the thing is gone (a delete answers {"deleted": true}). A call whose inverse recreates the
+    thing is never read this way (_inverse_recreates)."""
     if isinstance(result, dict) and all(key in result for key in pre_state):
         return {key: result[key] for key in pre_state}
     return None
+
+
+def _inverse_recreates(step: Step) -> bool:
+    """Whether the call's inverse creates the thing again (create_contact undoes delete_contact): then the call
+    left the thing absent, whatever its answer echoes (many servers answer a delete with the row they deleted)."""
+    compensation = step_contract(step).get("compensation")
+    tool = compensation.get("tool") if isinstance(compensation, dict) else None
+    words = name_words(tool) if isinstance(tool, str) else []
+    return bool(words) and words[0] in RECREATING_VERBS
 
 
 def _read_definition(snapshot: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
@@ -127,22 +148,3 @@ def _read_context(step: Step) -> InvocationContext:
         idempotency_key=f"{step.id}:drift:{uuid.uuid4().hex[:12]}",
         input=step.input,
     )
-
-
-def reach(step: Step) -> frozenset[str] | None:
-    """The values a call's reads address (its capture's and read-after's arguments, as text): two calls whose reads
-    share one may touch the same thing. None when it has no capture (what its inverse touches is not known)."""
-    capture = step.action_definition.get("capture")
-    if not isinstance(capture, dict):
-        return None
-    reads = [capture, after_read(capture) or {}]
-    try:
-        rendered = [render(read.get("arguments", {}), {"input": step.input}, "capture.arguments") for read in reads]
-    except ActionFailure:
-        return None
-    values: set[str] = set()
-    for arguments in rendered:
-        for value in arguments.values() if isinstance(arguments, dict) else ():
-            items = value if isinstance(value, list) else [value]
-            values.update(item if isinstance(item, str) else json.dumps(item, sort_keys=True) for item in items)
-    return frozenset(values)

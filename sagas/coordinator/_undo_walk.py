@@ -5,7 +5,9 @@
 nudge), the sweeper's retry of a ROLLBACK_FAILED session and the saga's rollback operation (console, REST, MCP,
 A2A) all unwind it the same way: R inverses run with `<step id>:rollback`, C and I calls, and R calls whose inverse
 cannot be built from what they kept, are listed (UNDO_LISTED in the audit chain, once per call) instead of failing
-the rollback, reads are skipped, the drift check runs.
+the rollback, reads are skipped, the drift check runs, and the session is planned as a whole: a call a newer call of
+the session built on, or one behind a refused inverse, is `left` (UNDO_LISTED with `behind`, the newer call's
+sequence), never called drift (sagas.coordinator._undo_residue).
 
 The options an undo was asked with (`force`, `to_checkpoint`) are recorded in the transaction that requests the
 rollback (UNDO_REQUESTED), and every later walk of that rollback reads them back: a resumed walk refuses a drifted
@@ -16,8 +18,10 @@ rollback started without one (the rollback operation) walks the whole session wi
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,8 +30,10 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
+from sagas import executor
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import Drift, drift
+from sagas.coordinator._undo_residue import Residue, Residues
 from sagas.coordinator.compensation import compensate, fail, runner_lost
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
@@ -36,6 +42,8 @@ from sagas.states import SagaKind, SagaStatus, StepStatus
 
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
 LISTED = frozenset({"needs_decision", "no_way_back", "cannot_undo"})
+# A call with an inverse that the walk leaves because a newer call of the session stands on it (_undo_residue).
+LEFT = "left"
 
 
 @dataclass(frozen=True)
@@ -111,29 +119,96 @@ def steps_newest_first(saga_id: uuid.UUID, options: UndoOptions) -> list[Step]:
     return list(steps)
 
 
+@dataclass(frozen=True)
+class UndoWatch:
+    """Who watches an undo walk run in this thread (the `undo` command on a terminal): `progress(done, total, item)`
+    hears of each call as it is decided; `stop()` true ends the walk between two calls (never mid-call), leaving
+    the session ROLLING_BACK to be resumed by the next undo."""
+
+    progress: Callable[[int, int, UndoItem], None] | None = None
+    stop: Callable[[], bool] | None = None
+
+
+_WATCH: contextvars.ContextVar[UndoWatch | None] = contextvars.ContextVar("undo_watch", default=None)
+
+
+@contextlib.contextmanager
+def watching(watch: UndoWatch) -> Iterator[None]:
+    token = _WATCH.set(watch)
+    try:
+        yield
+    finally:
+        _WATCH.reset(token)
+
+
+def stop_asked() -> bool:
+    watch = _WATCH.get()
+    return watch is not None and watch.stop is not None and watch.stop()
+
+
 def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions) -> list[UndoItem]:
-    """Walk the session newest-first under the runner's `fence`; the first inverse refused or failed stops it."""
+    """Walk the session newest-first under the runner's `fence`, planning it as a whole (sagas.coordinator.
+    _undo_residue): a refused or failed inverse leaves the older calls that touch the same thing, nothing else."""
+    watch = _WATCH.get() or UndoWatch()
+    steps = steps_newest_first(saga_id, options)
     items: list[UndoItem] = []
-    stopped = False
-    for step in steps_newest_first(saga_id, options):
-        verdict, detail = verdict_of(step)
-        if verdict in LISTED:
-            _list(actor, saga_id, fence, step, verdict)
-        if verdict != "would_undo":
-            items.append(item(step, verdict, detail))
-        elif stopped:
-            items.append(item(step, "left", "not undone: the walk stopped at a newer call's inverse"))
-        elif not options.force and (drifted := drift(step)):
-            _refuse(actor, saga_id, fence, step, _refusal(drifted))
-            items.append(_refused_item(step, drifted))
-            stopped = True
-        elif not compensate(actor, saga_id, step.id, fence):
-            break  # this runner lost its lease: the one that took over walks on
-        else:
-            step.refresh_from_db()
-            items.append(_outcome(step))
-            stopped = step.status != StepStatus.COMPENSATED
+    residues = Residues()
+    with executor.shared_connections():  # one connection per downstream server for the whole walk
+        for step in steps:
+            if stop_asked():
+                break
+            entry = _walk_one(actor, saga_id, fence, options, step, residues)
+            if entry is None:
+                break  # this runner lost its lease: the one that took over walks on
+            items.append(entry)
+            if watch.progress is not None:
+                watch.progress(len(items), len(steps), entry)
     return items
+
+
+def _walk_one(
+    actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions, step: Step, residues: Residues
+) -> UndoItem | None:
+    """What the walk does with one call (None: the runner lost its lease)."""
+    verdict, detail = verdict_of(step)
+    if verdict in LISTED:
+        _list(actor, saga_id, fence, step, verdict)
+        residues.add(step, refused=False)
+        return item(step, verdict, detail)
+    if verdict != "would_undo":
+        return item(step, verdict, detail)
+    if blocker := residues.blocker(step):
+        residues.add(step, refused=True)
+        _list(actor, saga_id, fence, step, LEFT, behind=blocker.seq, why="behind_refused")
+        return item(step, LEFT, behind_refused(blocker))
+    if not options.force and (drifted := drift(step)):
+        built_on = None if drifted.unreadable else residues.built_on(step)
+        if built_on is not None:
+            residues.add(step, refused=False)
+            _list(actor, saga_id, fence, step, LEFT, behind=built_on.seq)
+            return item(step, LEFT, built_on_by(built_on))
+        _refuse(actor, saga_id, fence, step, _refusal(drifted))
+        residues.add(step, refused=True)
+        return _refused_item(step, drifted)
+    if not compensate(actor, saga_id, step.id, fence):
+        return None
+    step.refresh_from_db()
+    if step.status != StepStatus.COMPENSATED:
+        residues.add(step, refused=True)
+    return _outcome(step)
+
+
+def built_on_by(residue: Residue) -> str:
+    return (
+        f"left, because {residue.label} of this session built on it and has no way back: undoing this one alone "
+        "would not put the world back"
+    )
+
+
+def behind_refused(residue: Residue) -> str:
+    return (
+        f"left: {residue.label} touches the same thing and could not be undone; deal with it, then run the undo again"
+    )
 
 
 def _outcome(step: Step) -> UndoItem:
@@ -143,14 +218,19 @@ def _outcome(step: Step) -> UndoItem:
     return item(step, "failed", f"its inverse failed: {error.get('message', step.status)}")
 
 
-def _list(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, verdict: str) -> None:
-    """UNDO_LISTED for a call the undo leaves for a person; once per call, so a resumed walk does not repeat it."""
+def _list(
+    actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, verdict: str, behind: int = 0, why: str = "built_on"
+) -> None:
+    """UNDO_LISTED for a call the undo leaves for a person; once per call, so a resumed walk does not repeat it.
+    `behind`: the newer call of the session it was left behind (verdict `left`)."""
     with locked_saga(saga_id, actor) as tx:
         if runner_lost(tx, fence, step):
             return
         listed = AuditEvent.objects.filter(saga_id=saga_id, event_type=E.UNDO_LISTED, step_id=str(step.id))
         if not listed.exists():
-            data = {"verdict": verdict, "class": str(proxy_section(step).get("class", "unknown"))}
+            data: dict[str, Any] = {"verdict": verdict, "class": str(proxy_section(step).get("class", "unknown"))}
+            if behind:
+                data.update(behind=behind, why=why)
             tx.record(E.UNDO_LISTED, step=step, status=step.status, data=data)
 
 

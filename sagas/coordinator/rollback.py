@@ -44,6 +44,7 @@ from sagas.states import (
     ROLLBACK_REFUSED_STATES,
     ApprovalStatus,
     NodeStatus,
+    SagaKind,
     SagaStatus,
     StepStatus,
 )
@@ -192,7 +193,12 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
         failed = list(saga.steps.filter(status=StepStatus.COMPENSATION_FAILED).order_by("-sequence"))
         release = {"lease_owner": "", "lease_expires_at": None}
         if not failed:
-            tx.transition(saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED, next_recovery_at=None, **release)
+            # An undone session shows no error: what its undo left is its residue (sagas.selectors.undo_outcome),
+            # not a failure. A saga keeps the ROLLBACK_REQUESTED it was rolled back with, as semantic-saga-mcp did.
+            cleared = {"error": None} if saga.kind == SagaKind.PROXY_SESSION else {}
+            tx.transition(
+                saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED, next_recovery_at=None, **release, **cleared
+            )
             return saga
         failures = [
             {"step_id": str(s.id), "sequence": s.sequence, "action": s.action, "error": s.compensation_error}
@@ -213,6 +219,15 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
             **release,
         )
         return saga
+
+
+def _pause(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
+    """Let go of the runner's lease without finishing: the walk was asked to stop between two calls. The saga stays
+    ROLLING_BACK; the next rollback or undo (or the recovery sweep) resumes it at once."""
+    with locked_saga(saga_id, actor) as tx:
+        if not runner_lost(tx, fence):
+            tx.update(tx.saga, lease_owner="", lease_expires_at=None)
+        return tx.saga
 
 
 def _retry_at(saga: Saga, failed: list[Step]) -> Any:

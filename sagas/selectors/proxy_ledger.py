@@ -21,6 +21,7 @@ from sagas.models import Checkpoint, Node, Saga, Step
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 from sagas.selectors.short_ids import resolve
+from sagas.selectors.undo_outcome import UndoOutcome, left_words, undo_outcomes
 from sagas.selectors.undo_plan import undo_plan
 from sagas.states import NodeStatus, SagaKind, StepStatus
 
@@ -180,9 +181,9 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     rows = [
         replace(
             ledger_row(step),
-            undo=listed.get(str(step.id), ""),
+            undo=str(listed.get(str(step.id), {}).get("verdict", "")),
             link=links.get(str(step.id)),
-            extra={"undo_plan": undo_plan(step)},  # what undo would do now, the inverse rendered as it would be sent
+            extra={"undo_plan": _plan(step, listed.get(str(step.id)))},
         )
         for step in steps
     ]
@@ -225,10 +226,19 @@ def held_row(node: Node) -> LedgerRow:
     )
 
 
-def _undo_listed(saga: Saga) -> dict[str, str]:
-    """step id -> the verdict of the UNDO_LISTED event an undo of the session recorded for it."""
+def _undo_listed(saga: Saga) -> dict[str, dict[str, Any]]:
+    """step id -> the data of the UNDO_LISTED event an undo of the session recorded for it (its verdict, ...)."""
     events = AuditEvent.objects.filter(saga_id=saga.id, event_type=E.UNDO_LISTED).values_list("step_id", "data")
-    return {step_id: str(data.get("verdict", "")) for step_id, data in events if isinstance(data, dict)}
+    return {step_id: data for step_id, data in events if isinstance(data, dict)}
+
+
+def _plan(step: Step, listed: dict[str, Any] | None) -> dict[str, Any]:
+    """What undo would do now, the inverse rendered as it would be sent; a call an undo left because a newer call
+    of the session built on it (or could not be undone) says so, as the undo did."""
+    plan = undo_plan(step)
+    if listed and listed.get("verdict") == "left" and step.status != StepStatus.COMPENSATED:
+        return {**plan, "verdict": "left", "detail": f"left by the undo: {left_words(listed)}"}
+    return plan
 
 
 def call_links(saga: Saga) -> dict[str, Link]:
@@ -305,6 +315,7 @@ class SessionLine:
     by_status: dict[str, int]
     checkpoints: list[str]
     created_at: datetime
+    undo: UndoOutcome | None = None  # how its undo ended, once undone (sagas.selectors.undo_outcome)
 
 
 def session_lines(*, actor: Principal, limit: int = 20) -> list[SessionLine]:
@@ -327,10 +338,11 @@ def lines_of(sagas: list[Saga]) -> list[SessionLine]:
     marks: dict[Any, list[str]] = {}
     for checkpoint in Checkpoint.objects.filter(saga__in=sagas).order_by("created_at"):
         marks.setdefault(checkpoint.saga_id, []).append(checkpoint.name)
-    return [_line(saga, counts.get(saga.id, {}), marks.get(saga.id, [])) for saga in sagas]
+    undone = undo_outcomes(sagas)
+    return [_line(saga, counts.get(saga.id, {}), marks.get(saga.id, []), undone.get(saga.id)) for saga in sagas]
 
 
-def _line(saga: Saga, by_status: dict[str, int], checkpoints: list[str]) -> SessionLine:
+def _line(saga: Saga, by_status: dict[str, int], checkpoints: list[str], undo: UndoOutcome | None) -> SessionLine:
     client = saga.metadata.get("proxy", {}).get("client", {}) if isinstance(saga.metadata, dict) else {}
     name = " ".join(str(part) for part in (client.get("name"), client.get("version")) if part) or "unknown client"
     return SessionLine(
@@ -343,6 +355,7 @@ def _line(saga: Saga, by_status: dict[str, int], checkpoints: list[str]) -> Sess
         by_status=by_status,
         checkpoints=checkpoints,
         created_at=saga.created_at,
+        undo=undo,
     )
 
 

@@ -29,6 +29,8 @@ UNDO_COLUMNS = ["seq", "tool", "server", "class", "undo", "what"]
 SHOWS_INVERSE = frozenset({"undone", "would_undo", "drifted", "failed", "left"})
 # Verdicts that mean an undo did not finish: the command exits 1, the console shows an error.
 UNDO_FAILED = frozenset({"failed", "drifted"})
+# Verdicts of calls an undo leaves in the world.
+WOULD_STAY = frozenset({"needs_decision", "no_way_back", "cannot_undo", "left", "drifted", "failed"})
 
 
 def milliseconds(value: float | None) -> str:
@@ -98,7 +100,16 @@ def undo_heading(report: dict[str, Any]) -> str:
 
 
 def undo_summary(report: dict[str, Any]) -> str:
-    """The report's last line: `2 would undo, 1 needs a decision; the session is ACTIVE`."""
+    """The report's closing lines: the verdicts counted, then how the session ended, in the words every surface
+    uses (`undone, 2 calls left: send_email (needs a decision), ...`); a dry run says what the undo would leave."""
     counts = Counter(item["verdict"] for item in report["items"])
-    summary = ", ".join(f"{n} {undo_label(verdict)}" for verdict, n in counts.items())
-    return f"{summary or 'no call to undo'}; the session is {report['status']}"
+    summary = ", ".join(f"{n} {undo_label(verdict)}" for verdict, n in counts.items()) or "no call to undo"
+    outcome = report.get("outcome")
+    if outcome:
+        return f"{summary}\nthe session is {outcome['summary']}"
+    if report["dry_run"]:
+        stays = [item for item in report["items"] if item["verdict"] in WOULD_STAY]
+        named = ", ".join(f"{item['tool']} ({undo_label(item['verdict'])})" for item in reversed(stays))
+        would = f"the undo would leave {len(stays)} call(s): {named}" if stays else "the undo would leave nothing"
+        return f"{summary}; the session is {report['status']}\n{would}"
+    return f"{summary}; the session is {report['status']}"

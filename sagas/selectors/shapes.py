@@ -10,6 +10,8 @@ from typing import Any
 
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 from sagas.selectors.approvals import ApprovalContext, approval_context, pending_of, waiting_contexts
+from sagas.selectors.undo_outcome import undo_outcome
+from sagas.states import SagaKind
 
 # semantic-saga-mcp's `workflow.version`: the shape of the workflow object, 1 on both servers.
 WORKFLOW_VERSION = 1
@@ -136,6 +138,8 @@ def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
     }
     if not payload:
         out.pop("metadata")
+    if saga.kind == SagaKind.PROXY_SESSION and (outcome := undo_outcome(saga)) is not None:
+        out["undo"] = outcome.as_json()  # how its undo ended: undone, or what it left (sagas.selectors.undo_outcome)
     return out
 
 

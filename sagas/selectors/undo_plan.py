@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from registry.capture_outcomes import POST_STATE, effective_contract, no_inverse
+from registry.capture_outcomes import POST_STATE, effective_contract, no_inverse, reads_itself_after
 from registry.compensation_plan import InversePlan, inverse_plan
 from registry.contracts import has_compensation
 from registry.templating import references_forward_answer
@@ -118,7 +118,7 @@ def _changed_nothing(step: Step) -> bool:
     return (
         step.status == StepStatus.COMPLETED
         and isinstance(capture, dict)
-        and capture.get("read_after") is True
+        and reads_itself_after(capture)
         and "pre_state" in stored
         and stored.get(POST_STATE, object()) == stored["pre_state"]
     )

@@ -102,7 +102,7 @@ def test_another_tenants_sessions_are_neither_listed_nor_shown() -> None:
 def test_the_session_page_speaks_the_ledgers_language(console: ConsoleClient) -> None:
     session = _session()
     page = text_of(console.get(f"/admin/sagas/saga/{session.id}/session/").content.decode())
-    assert "list_contacts on demo" in page and "by heuristic" in page and "allow" in page
+    assert "list_contacts on demo" in page and "by its name" in page and "allow" in page
     assert "send_email on demo" in page and "plan: needs a decision" in page
     assert "plan: no way back" in page and "4ms" in page
     assert '"to": "ada@example.com"' in html.unescape(page)  # the arguments, as stored, on demand
@@ -161,7 +161,7 @@ def test_a_call_made_after_the_plan_was_read_stops_the_undo_and_shows_the_new_pl
     session.refresh_from_db()
     assert session.status == "ACTIVE"
     done = text_of(console.post(url, {"confirm": "on", "plan": _plan(console, url)}).content.decode())
-    assert "2 needs a decision" in done and "the session is ROLLED_BACK" in done
+    assert "2 needs a decision" in done and "the session is undone, 3 calls left" in done
 
 
 def test_a_held_call_is_listed_withdrawn_and_its_approval_closed_by_the_undo(console: ConsoleClient) -> None:
@@ -170,7 +170,7 @@ def test_a_held_call_is_listed_withdrawn_and_its_approval_closed_by_the_undo(con
     plan = text_of(console.get(url).content.decode())
     assert "withdrawn" in plan and "held, never sent" in plan
     done = text_of(console.post(url, {"confirm": "on", "plan": _plan(console, url)}).content.decode())
-    assert "1 withdrawn; the session is ROLLED_BACK" in done
+    assert "1 withdrawn" in done and "the session is undone" in done
     approval = Approval.objects.get(node__saga=session)
     assert approval.status == "REJECTED" and approval.decided_by == "system:rollback"
 
@@ -195,7 +195,7 @@ def test_force_needs_a_reason_which_is_kept_out_of_the_audit_chain(console: Cons
     assert session.status == "ACTIVE"
     asked = {"confirm": "on", "force": "on", "reason": "ticket OPS-7", "plan": plan}
     done = text_of(console.post(url, asked).content.decode())
-    assert "the session is ROLLED_BACK" in done
+    assert "the session is undone, 2 calls left: send_email (needs a decision), pay (no way back)" in done
     session.refresh_from_db()
     asked = session.metadata["proxy"]["undo_requests"]
     assert [(a["force"], a["reason"], a["by"]) for a in asked] == [(True, "ticket OPS-7", "user:olga")]

@@ -121,7 +121,8 @@ def test_an_operator_finds_a_session_approves_its_held_call_and_undoes_it(
     page.click("#session-undo")
     printed = _off_the_browsers_loop(command, "undo", str(session.id), "--dry-run").splitlines()
     assert page.inner_text("#undo-heading") == printed[0]
-    assert page.inner_text("#undo-summary") == printed[-1]
+    assert page.inner_text("#undo-summary") == "\n".join(printed[-2:])
+    assert printed[-1] == "the undo would leave 1 call(s): send_email (needs a decision)"
     verdicts = page.locator("#undo-items tbody tr").evaluate_all("rows => rows.map(r => r.dataset.verdict)")
     assert verdicts == ["needs_decision", "would_undo", "skipped"]
     _no_table_wider_than_the_page(page)
@@ -141,13 +142,21 @@ def test_an_operator_finds_a_session_approves_its_held_call_and_undoes_it(
     page.click("#undo-show")
     page.check("#undo-confirm")
     page.click("#undo-submit")
-    assert "the session is ROLLED_BACK" in page.inner_text("#undo-summary")
+    left = "undone, 1 call left: send_email (needs a decision)"
+    assert f"the session is {left}" in page.inner_text("#undo-summary")
+    assert left in page.inner_text(".messagelist .warning")  # calls left is said, never as an error
     done = page.locator("#undo-items tbody tr").evaluate_all("rows => rows.map(r => r.dataset.verdict)")
     assert done == ["needs_decision", "undone", "skipped"]
     assert world(demo_http)["contacts"] == before["contacts"]
     page.click("#undo-back")
-    assert page.inner_text("#session-state") == "ROLLED_BACK"
+    assert page.inner_text("#session-state") == "undone, calls left"
+    assert page.inner_text("#session-undo-outcome") == left
     assert "undone" in page.locator("#session-ledger tbody tr", has_text="create_contact").inner_text()
+    shown = page.inner_text("#content")
+    for internal in ("declared_compensation", "ROLLBACK_REQUESTED", "needs_decision", "no_way_back", "Error"):
+        assert internal not in shown, f"the session page shows {internal!r}"
+    page.click("#nav-proxy-sessions")
+    assert "undone, calls left" in page.locator(f"#session-{session.id}").inner_text()
 
     # and the console's lists of what the session left fit a 1280 px screen too
     for path in ["/admin/", *(f"/admin/sagas/{model}/" for model in MODEL_LISTS), "/admin/audit/auditevent/"]:

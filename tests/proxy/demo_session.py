@@ -46,8 +46,14 @@ def direct(calls: list[Call], demo: HttpDownstream) -> None:
 
 
 def command(*args: str) -> str:
+    """A command's output. `undo` exits 3 when it finished with calls left in the world (the demo sessions' email
+    and transfer): that is its report, not a failure; any other exit raises."""
     out = StringIO()
-    call_command(*args, stdout=out)
+    try:
+        call_command(*args, stdout=out)
+    except SystemExit as exited:
+        if not (args[0] == "undo" and exited.code == 3):
+            raise
     return out.getvalue()
 
 

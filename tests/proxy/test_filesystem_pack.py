@@ -105,7 +105,7 @@ def test_what_has_no_inverse_is_left_and_listed_with_the_packs_reason(
         ("write_file", "needs_decision"),
         ("create_directory", "needs_decision"),
     ]
-    assert "the file was new" in report["items"][1]["detail"]
+    assert "the file was new" in report["items"][1]["detail"] and "U+FFFD" not in report["items"][1]["detail"]
     # the overwrite is undone; the new file and directory stay, as the pack says
     assert _tree(world) == {**before, "out": None, "out/new.txt": b"brand new\n"}
 
@@ -118,7 +118,7 @@ def test_a_file_changed_since_the_call_is_not_overwritten_by_the_undo(
     notes.write_text("a colleague's edit, after the agent\n")
     dry = json.loads(command("undo", "--dry-run", "--json"))
     assert dry["items"][0]["verdict"] == "drifted"
-    assert "read_text_file reads it otherwise than the call left it" in dry["items"][0]["detail"]
+    assert "content changed since the call (read with read_text_file)" in dry["items"][0]["detail"]
     assert refused_undo()[0]["verdict"] == "drifted"
     assert notes.read_text() == "a colleague's edit, after the agent\n"  # nothing lost
 
@@ -135,7 +135,7 @@ def test_a_capture_that_fails_otherwise_stops_the_call(tmp_path: Path, world: Pa
 def test_the_packs_command_shows_the_inverse_of_each_outcome(tmp_path: Path, filesystem: dict[str, Any]) -> None:
     config = config_file(tmp_path, {"fs": filesystem}, packs=["builtin:filesystem"])
     listed = command("packs", "--config", str(config))
-    assert "write_file; not found: none: C" in listed
+    assert "write_file; not found: none: C; no match: none: C" in listed
     assert "fs: 14 tool(s)" in listed
 
 
@@ -148,6 +148,7 @@ def test_a_file_that_is_not_utf8_text_is_not_claimed_undoable(
     item = json.loads(command("undo", "--dry-run", "--json"))["items"][0]
     # read_text_file cannot give its bytes back: no inverse, rather than "undone" with the bytes mangled
     assert item["verdict"] == "needs_decision" and "bytes that are not UTF-8" in item["detail"]
+    assert "new" not in item["detail"]  # the reason of this case only, not the new file's
 
 
 def test_a_file_written_at_the_moved_name_since_is_not_renamed_by_the_undo(
@@ -157,7 +158,7 @@ def test_a_file_written_at_the_moved_name_since_is_not_renamed_by_the_undo(
     _session(tmp_path, filesystem, [("move_file", {"source": str(world / "draft.txt"), "destination": str(moved)})])
     moved.write_text("a colleague replaced the moved file with a longer one\n")
     item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
-    assert item["verdict"] == "drifted" and "get_file_info reads it otherwise" in item["detail"]
+    assert item["verdict"] == "drifted" and "size changed since the call (read with get_file_info)" in item["detail"]
     assert moved.exists() and not (world / "draft.txt").exists()
 
 
@@ -227,3 +228,45 @@ def test_the_dry_run_still_names_a_drift_no_newer_undo_can_restore(
     notes.write_text("a colleague's\n")
     dry = json.loads(command("undo", "--dry-run", "--json"))
     assert [item["verdict"] for item in dry["items"]] == ["would_undo", "drifted"]
+
+
+def _one_file_story(world: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Overwrite a file, edit what was written, then move it: each call builds on the one before."""
+    notes, moved = str(world / "notes.txt"), str(world / "docs" / "notes.txt")
+    return [
+        ("write_file", {"path": notes, "content": "gamma\ndelta\n"}),
+        ("edit_file", {"path": notes, "edits": [{"oldText": "delta", "newText": "epsilon"}]}),
+        ("move_file", {"source": notes, "destination": moved}),
+    ]
+
+
+def test_overwrite_edit_and_move_of_one_file_are_undone_whole(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    before = _tree(world)
+    _session(tmp_path, filesystem, _one_file_story(world))
+    assert (world / "docs" / "notes.txt").read_text() == "gamma\nepsilon\n"
+    report = json.loads(command("undo", "--json"))
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("move_file", "undone"),
+        ("edit_file", "undone"),
+        ("write_file", "undone"),
+    ]
+    assert report["outcome"]["state"] == "undone"
+    assert _tree(world) == before
+
+
+def test_a_moved_file_changed_afterwards_refuses_the_move_and_leaves_what_it_stood_on(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    _session(tmp_path, filesystem, _one_file_story(world))
+    (world / "docs" / "notes.txt").write_text("a colleague's longer rewrite of the moved notes\n")
+    items = refused_undo()
+    assert [(item["tool"], item["verdict"]) for item in items] == [
+        ("move_file", "drifted"),
+        ("edit_file", "left"),
+        ("write_file", "left"),
+    ]
+    assert "call 3 (move_file)" in items[1]["detail"] and "could not be undone" in items[1]["detail"]
+    assert (world / "docs" / "notes.txt").read_text() == "a colleague's longer rewrite of the moved notes\n"
+    assert not (world / "notes.txt").exists()

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 
 from tests.proxy.demo_session import command
 from tests.proxy.reference import agent_session, git_server, refused_undo, succeeded
@@ -128,7 +130,7 @@ def test_a_checkout_with_commits_made_since_is_not_undone(tmp_path: Path, repo: 
     _session(tmp_path, git, [("git_checkout", {"repo_path": str(repo), "branch_name": "feature"})])
     _commit(repo, "a colleague's commit on feature")
     item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
-    assert item["verdict"] == "drifted" and "git_log reads it otherwise" in item["detail"]
+    assert item["verdict"] == "drifted" and "head changed since the call (read with git_log)" in item["detail"]
     assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/feature\n"
 
 
@@ -148,7 +150,9 @@ def test_what_was_staged_after_the_add_is_not_unstaged_by_the_undo(
     (repo / "NOTES.md").write_text("staged by a colleague\n")
     _git(repo, "add", "NOTES.md")
     item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
-    assert item["verdict"] == "drifted" and "git_diff_staged reads it otherwise" in item["detail"]
+    assert (
+        item["verdict"] == "drifted" and "staged changed since the call (read with git_diff_staged)" in item["detail"]
+    )
     assert "NOTES.md" in _git(repo, "diff", "--cached", "--name-only")
 
 
@@ -161,3 +165,40 @@ def test_an_add_in_a_repository_without_a_commit_has_no_inverse(tmp_path: Path) 
     _session(tmp_path, server, [("git_add", {"repo_path": str(empty), "files": ["a.txt"]})])
     item = json.loads(command("undo", "--dry-run", "--json"))["items"][0]
     assert item["verdict"] == "needs_decision" and "no commit yet" in item["detail"]
+
+
+def test_an_add_the_session_then_committed_is_left_not_called_drift(
+    tmp_path: Path, repo: Path, git: dict[str, Any]
+) -> None:
+    # given a session that stages, commits what it staged, then checks out another branch
+    _session(
+        tmp_path,
+        git,
+        [
+            ("git_add", {"repo_path": str(repo), "files": ["README.md"]}),
+            ("git_commit", {"repo_path": str(repo), "message": "by the agent"}),
+            ("git_checkout", {"repo_path": str(repo), "branch_name": "feature"}),
+        ],
+    )
+    committed = _git(repo, "rev-parse", "main")
+    # when undone
+    out = StringIO()
+    with pytest.raises(SystemExit) as exited:
+        call_command("undo", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    # then the checkout is undone, the commit needs a decision, and the add is left because of the commit: the
+    # session's own later call, never "drift" or "someone", and the undo did not fail
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("git_checkout", "undone"),
+        ("git_commit", "needs_decision"),
+        ("git_add", "left"),
+    ]
+    assert "call 2 (git_commit) of this session built on it" in report["items"][2]["detail"]
+    assert exited.value.code == 3 and report["status"] == "ROLLED_BACK"
+    assert report["outcome"]["summary"] == (
+        "undone, 2 calls left: git_add (call 2 of the session built on it), git_commit (needs a decision)"
+    )
+    assert "Someone" not in out.getvalue() and "drift" not in out.getvalue()
+    # and the repository is back on main with the agent's commit, which only a person can take back
+    assert _git(repo, "symbolic-ref", "HEAD") == "refs/heads/main\n"
+    assert _git(repo, "rev-parse", "main") == committed

@@ -147,7 +147,7 @@ def test_a_result_that_carries_no_json_cannot_be_undone_and_says_so_at_once(tmp_
     # goes on: the contact stays
     shown, code = _command("undo", "--json")
     report = json.loads(shown)
-    assert code == 0 and _verdicts(report) == [("create_contact", "cannot_undo")]
+    assert code == 3 and _verdicts(report) == [("create_contact", "cannot_undo")]  # 3: undone, calls left
     assert "the result carries no JSON" in report["items"][0]["detail"]
     assert AuditEvent.objects.filter(event_type="UNDO_LISTED", data__verdict="cannot_undo").count() == 1
     assert "c-3" in _contacts(world)

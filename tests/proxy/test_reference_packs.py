@@ -86,16 +86,59 @@ def test_a_memory_session_undone_leaves_the_graph_as_it_was(tmp_path: Path, memo
     assert _graph(memory) == before
 
 
-def test_what_the_memory_pack_cannot_undo_is_classed_with_its_reason(tmp_path: Path, memory: dict[str, Any]):
+def test_observations_added_in_a_session_are_taken_back_exactly(tmp_path: Path, memory: dict[str, Any]):
+    # given a graph where Grace is known as an admiral
     _direct(memory, "create_entities", {"entities": [_person("Grace", "admiral")]})
+    before = _graph(memory)
+    # when the agent creates Ada, then tells the graph about Ada and Grace, repeating what it knew of both (the
+    # server adds only what is new and its answer lists only that), and the session is undone
     _session(
-        tmp_path, memory, [("add_observations", {"observations": [{"entityName": "Grace", "contents": ["navy"]}]})]
+        tmp_path,
+        memory,
+        [
+            ("create_entities", {"entities": [_person("Ada", "math")]}),
+            (
+                "add_observations",
+                {
+                    "observations": [
+                        {"entityName": "Ada", "contents": ["math", "wrote the notes"]},
+                        {"entityName": "Grace", "contents": ["admiral", "navy"]},
+                    ]
+                },
+            ),
+        ],
+    )
+    ledger = [json.loads(line) for line in command("ledger", "--json").splitlines()]
+    assert [(row["tool"], row["class"]) for row in ledger] == [("create_entities", "R"), ("add_observations", "R")]
+    report = json.loads(command("undo", "--json"))
+    # then add_observations ran its exact inverse, renamed per item from its answer: only what it added
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("add_observations", "undone"),
+        ("create_entities", "undone"),
+    ]
+    assert report["items"][0]["inverse"] == {
+        "tool": "delete_observations",
+        "arguments": {
+            "deletions": [
+                {"entityName": "Ada", "observations": ["wrote the notes"]},
+                {"entityName": "Grace", "observations": ["navy"]},
+            ]
+        },
+    }
+    # and the graph is exactly the one before: Grace still an admiral (the call did not add that), nothing of Ada
+    assert _graph(memory) == before
+
+
+def test_what_the_memory_pack_cannot_undo_is_classed_with_its_reason(tmp_path: Path, memory: dict[str, Any]):
+    _direct(memory, "create_entities", {"entities": [_person("Grace", "admiral", "navy")]})
+    _session(
+        tmp_path, memory, [("delete_observations", {"deletions": [{"entityName": "Grace", "observations": ["navy"]}]})]
     )
     row = json.loads(command("ledger", "--json").splitlines()[0])
     assert (row["class"], row["class_source"]) == ("C", "pack")
-    assert "addedObservations" in row["class_reason"]
+    assert "add_observations appends" in row["class_reason"]
     report = json.loads(command("undo", "--dry-run", "--json"))
-    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [("add_observations", "needs_decision")]
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [("delete_observations", "needs_decision")]
 
 
 def test_a_pack_that_does_not_ship_is_refused_naming_the_ones_that_do(tmp_path: Path):
@@ -134,5 +177,5 @@ def test_an_entity_someone_else_added_to_since_is_not_deleted_by_the_undo(
     # a colleague adds what they know about Ada after the agent's session
     _direct(memory, "add_observations", {"observations": [{"entityName": "Ada", "contents": ["wrote the notes"]}]})
     item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
-    assert item["verdict"] == "drifted" and "open_nodes reads it otherwise" in item["detail"]
+    assert item["verdict"] == "drifted" and "entities changed since the call (read with open_nodes)" in item["detail"]
     assert _graph(memory)["entities"] == [_person("Ada", "math", "wrote the notes")]

@@ -117,6 +117,6 @@ def test_ledger_json_says_when_a_result_was_kept_only_in_part():
 def test_ledger_json_names_the_undo_status_after_an_undo():
     session = live_session()
     undone = cli("undo", str(session.id)[-8:], "--json")
-    assert undone.returncode in (0, 1), undone.stderr
+    assert undone.returncode in (0, 1, 3), undone.stderr  # 3: undone with calls left
     statuses = {row["tool"]: row["undo_status"] for row in _ndjson(cli("ledger", "--json").stdout)}
     assert statuses["send_email"] == "needs_decision" and statuses["list_contacts"] == "none"

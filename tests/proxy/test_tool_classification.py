@@ -17,7 +17,7 @@ from tests.proxy.conftest import EXAMPLES, load_demo_world
 HEURISTIC_TABLE = [
     *[(f"{verb}_things", "read") for verb in ("list", "get", "read", "search", "find", "fetch", "query")],
     *[(f"{verb}_things", "read") for verb in ("describe", "show", "count", "check", "view")],
-    ("create_contact", "R"),
+    ("create_contact", "unknown"),  # R only from a declared inverse, never from a name
     *[(f"{verb}_update", "C") for verb in ("send", "post", "publish", "notify", "message", "reply", "comment")],
     *[(f"{verb}_it", "I") for verb in ("transfer", "pay", "charge", "execute", "drop", "wipe", "purge", "destroy")],
     *[(f"{verb}_contact", "unknown") for verb in ("update", "delete", "remove", "set", "patch", "put", "run")],
@@ -29,7 +29,7 @@ HEURISTIC_TABLE = [
     ("gmail.sendEmail", "C"),
     ("crm__list_contacts", "read"),
     ("bank/transfer-funds", "I"),
-    ("crm:createContact", "R"),
+    ("crm:createContact", "unknown"),
     ("DropTable", "I"),
 ]
 
@@ -135,13 +135,15 @@ def test_cascade_read_only_hint_beats_a_name_that_decides_nothing():
 @pytest.mark.parametrize(
     ("tool", "annotations", "expected"),
     [
-        ("create_contact", {"destructiveHint": True}, ("unknown", "annotation")),
-        ("create_contact", {"destructiveHint": False}, ("R", "heuristic")),
+        ("create_contact", {"destructiveHint": True}, ("unknown", "heuristic")),
+        ("create_contact", {"destructiveHint": False}, ("unknown", "heuristic")),
         ("transfer_funds", {"destructiveHint": True}, ("I", "heuristic")),
         ("send_email", {"destructiveHint": True}, ("C", "heuristic")),
     ],
 )
-def test_destructive_hint_caps_only_a_heuristic_r(tool: str, annotations: dict[str, Any], expected: tuple[str, str]):
+def test_destructive_hint_lowers_nothing_and_a_name_never_says_r(
+    tool: str, annotations: dict[str, Any], expected: tuple[str, str]
+):
     classification = classify(tool, "s", annotations, [], False)
     assert (classification.effect_class, classification.source) == expected
 

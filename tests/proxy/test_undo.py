@@ -87,7 +87,7 @@ def test_a_dry_run_changes_nothing(tmp_path: Path, demo_http: HttpDownstream):
     assert session.status == "ACTIVE"
 
 
-def test_drift_refuses_the_inverse_stops_the_walk_and_force_applies_it(tmp_path: Path, demo_http: HttpDownstream):
+def test_drift_refuses_that_inverse_only_and_force_applies_it(tmp_path: Path, demo_http: HttpDownstream):
     before = two_contacts(demo_http)
     calls: list[Call] = [
         ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
@@ -100,17 +100,19 @@ def test_drift_refuses_the_inverse_stops_the_walk_and_force_applies_it(tmp_path:
     out = StringIO()
     with pytest.raises(SystemExit) as exited:
         call_command("undo", "--json", stdout=out)
-    # then the update's inverse is refused, the walk stops there (the create is left), nothing changed
+    # then the update's inverse is refused, and only it: the create touched another contact and is undone
     report = json.loads(out.getvalue())
     assert exited.value.code == 1
-    assert _verdicts(report) == [("update_contact", "drifted"), ("create_contact", "left")]
+    assert _verdicts(report) == [("update_contact", "drifted"), ("create_contact", "undone")]
     assert "email changed since the call" in report["items"][0]["detail"]
     assert world(demo_http)["contacts"]["c-1"]["email"] == "grace@elsewhere.example"
-    assert "c-3" in world(demo_http)["contacts"]
+    assert "c-3" not in world(demo_http)["contacts"]
     assert report["status"] == "ROLLBACK_FAILED" == Saga.objects.get(metadata__has_key="proxy").status
-    # and with --force the captured values are written back and the walk goes on
+    assert report["outcome"]["state"] == "undo_stopped"
+    assert "update_contact (changed outside the session)" in report["outcome"]["summary"]
+    # and with --force the captured values are written back
     shown = command("undo", "--force")
-    assert "2 undone; the session is ROLLED_BACK" in shown
+    assert "1 undone, 1 already undone\nthe session is undone" in shown
     assert world(demo_http)["contacts"] == before["contacts"]
 
 

@@ -1,7 +1,7 @@
 """A contacts CRM shaped like Sagaz's toybox, answering in the shape `--answers` names (the SDK's low-level Server,
 stdio), for the pack tests: the same tools and arguments as the toybox pack expects.
 
-    python tests/proxy/toybox_server.py --state world.json --answers text
+    python tests/proxy/toybox_server.py --state world.json --answers text [--echo-deletes]
 
 `--answers`:
     text        the JSON as a text block only, no structuredContent (Sagaz's toybox, most MCP servers)
@@ -12,7 +12,9 @@ stdio), for the pack tests: the same tools and arguments as the toybox pack expe
 The world is a JSON file (`{"contacts": {...}, "next": 3, "seen": {...}}`) the test reads and changes directly (a
 drift). A call carrying `_meta["io.semantic-saga/idempotency_key"]` that was seen before answers the first answer
 again without acting twice. `get_contact` of a missing id answers isError, as `create_contact` with the email
-`fail@example.com` does (a tool that refuses).
+`fail@example.com` does (a tool that refuses). `delete_contact` answers `{"id", "deleted": true}`, or, with
+`--echo-deletes`, the row it deleted (as Sagaz's toybox and many servers do: every captured field, though the
+contact is gone).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class World:
         self.path.write_text(json.dumps(data, indent=1))
 
 
-def act(data: dict[str, Any], tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+def act(data: dict[str, Any], tool: str, args: dict[str, Any], echo: bool = False) -> tuple[dict[str, Any], bool]:
     """(the answer, whether it is an error) of one call on `data`, which it changes."""
     contacts: dict[str, Any] = data["contacts"]
     if tool == "list_contacts":
@@ -88,7 +90,7 @@ def act(data: dict[str, Any], tool: str, args: dict[str, Any]) -> tuple[dict[str
         contact.update({name: args[name] for name in FIELDS if name in args})
         return dict(contact), False
     del contacts[contact["id"]]  # delete_contact
-    return {"id": contact["id"], "deleted": True}, False
+    return (dict(contact) if echo else {"id": contact["id"], "deleted": True}), False
 
 
 def shaped(answer: dict[str, Any], is_error: bool, shape: str) -> types.CallToolResult:
@@ -101,7 +103,7 @@ def shaped(answer: dict[str, Any], is_error: bool, shape: str) -> types.CallTool
     return types.CallToolResult(content=blocks, structured_content=structured)
 
 
-def build(world: World, shape: str) -> Server[Any]:
+def build(world: World, shape: str, echo: bool = False) -> Server[Any]:
     async def list_tools(ctx: ServerRequestContext, params: types.PaginatedRequestParams | None) -> Any:
         return types.ListToolsResult(tools=TOOLS)
 
@@ -109,20 +111,21 @@ def build(world: World, shape: str) -> Server[Any]:
         meta = params.meta if isinstance(params.meta, dict) else getattr(params.meta, "model_extra", None)
         key = (meta or {}).get(KEY)
         data = world.load()
+        data.setdefault("log", []).append(key if isinstance(key, str) else "")  # every call received, in order
         if isinstance(key, str) and key in data["seen"]:
             answer, is_error = data["seen"][key]
         else:
-            answer, is_error = act(data, params.name, dict(params.arguments or {}))
+            answer, is_error = act(data, params.name, dict(params.arguments or {}), echo)
             if isinstance(key, str):
                 data["seen"][key] = [answer, is_error]
-            world.save(data)
+        world.save(data)
         return shaped(answer, is_error, shape)
 
     return Server("toybox", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def main(state: Path, shape: str) -> None:
-    server = build(World(state), shape)
+async def main(state: Path, shape: str, echo: bool) -> None:
+    server = build(World(state), shape, echo)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -131,5 +134,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--state", required=True, type=Path)
     parser.add_argument("--answers", choices=["text", "structured", "both", "plain"], default="text")
+    parser.add_argument("--echo-deletes", action="store_true", help="delete_contact answers the deleted row")
     options = parser.parse_args()
-    anyio.run(main, options.state, options.answers)
+    anyio.run(main, options.state, options.answers, options.echo_deletes)

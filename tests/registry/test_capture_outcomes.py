@@ -11,6 +11,7 @@ from registry.capture_outcomes import (
     ABSENT,
     FAILED,
     FOUND,
+    UNMATCHED,
     effective_contract,
     no_inverse,
     proceeds,
@@ -112,12 +113,12 @@ def test_the_outcome_of_a_read(is_error: bool, text: str, outcome: str) -> None:
     assert proceeds(_capture(), read)  # both branches are declared: the call is sent either way
 
 
-def test_a_prose_read_is_its_named_groups_and_no_match_is_absent() -> None:
+def test_a_prose_read_is_its_named_groups_and_no_match_is_unmatched() -> None:
     capture = {"tool": "git_status", "text_pattern": "^On branch (?P<branch>\\S+)$"}
     status = "Repository status:\nOn branch main\nnothing to commit"
     assert read_outcome(capture, is_error=False, text=status, payload=None).state == {"branch": "main"}
     detached = read_outcome(capture, is_error=False, text="HEAD detached at 1a2b3c4", payload=None)
-    assert detached.outcome == ABSENT and not proceeds(capture, detached)  # no branch: the call is not sent
+    assert detached.outcome == UNMATCHED and not proceeds(capture, detached)  # no branch: the call is not sent
     assert state_of(capture, text=status, payload=None) == {"branch": "main"}
 
 

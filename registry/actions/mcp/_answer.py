@@ -21,7 +21,7 @@ from audit.canonical import canonical_json, sha256_hex
 from registry.actions import result_limit
 from registry.actions.mcp._connection import Connection, Progress
 from registry.actions.mcp._request import ToolCall
-from registry.capture_outcomes import OUTCOME_KEY, CaptureRead, proceeds, read_outcome
+from registry.capture_outcomes import OUTCOME_KEY, UNMATCHED, CaptureRead, proceeds, read_outcome
 from registry.errors import ActionFailure
 from registry.secrets import scrub
 from registry.tool_answers import answer_text, payload_of, text_of
@@ -45,7 +45,7 @@ def outcome(
             raise _capture_too_large(progress.captured_bytes, conn, capture)
         read = read_of(progress, capture)
         if not proceeds(capture.spec, read):
-            raise _capture_refused(progress.captured, conn, capture)
+            raise _capture_refused(progress.captured, conn, capture, read)
         pre_state = pre_state_of(read, conn)
     answer = progress.answer
     assert answer is not None  # the invocation either sets it, returns after a refused capture, or raises
@@ -86,16 +86,24 @@ def pre_state_of(read: CaptureRead, conn: Connection) -> dict[str, Any]:
     return {"pre_state": state, "pre_state_sha256": sha256_hex(state)}
 
 
-def _capture_refused(captured: CallToolResult, conn: Connection, capture: ToolCall | None) -> ActionFailure:
+def _capture_refused(
+    captured: CallToolResult, conn: Connection, capture: ToolCall | None, read: CaptureRead
+) -> ActionFailure:
     name = capture.tool if capture else "?"
     output = scrub(_tool_output(captured), conn.secrets)
+    answered = (
+        f"answered text its text_pattern does not match ({_error_text(captured, conn)}), and the contract has no "
+        "when_unmatched (or when_absent) branch"
+        if read.outcome == UNMATCHED
+        else f"answered isError: {_error_text(captured, conn)}"
+    )
     return ActionFailure(
         "MCP_CAPTURE_FAILED",
-        f"The capture tool {name} on {conn.where} answered isError: {_error_text(captured, conn)}. The state "
-        "before the call could not be read, so the forward call was NOT made (nothing changed). Check the input; "
-        "retrying the same arguments will fail the same way.",
+        f"The capture tool {name} on {conn.where} {answered}. The state before the call could not be read, so the "
+        "forward call was NOT made (nothing changed). Check the input; retrying the same arguments will fail the "
+        "same way.",
         retryable=False,
-        receipt={"tool": name, "is_error": True, **output},
+        receipt={"tool": name, "is_error": bool(captured.is_error), **output},
     )
 
 

@@ -15,7 +15,7 @@ from mcp.types import RequestParamsMeta
 from opentelemetry import propagate
 
 from registry.actions.context import InvocationContext
-from registry.capture_outcomes import ABSENT, FAILED, OUTCOME_KEY
+from registry.capture_outcomes import BRANCH_OF, OUTCOME_KEY
 from registry.compensation_plan import compensation_scope
 from registry.errors import ActionFailure
 from registry.templating import render
@@ -39,7 +39,7 @@ def kept_pre_state(ctx: InvocationContext) -> dict[str, Any]:
     prior = ctx.prior_receipt
     if isinstance(prior, dict) and "pre_state" in prior and "pre_state_sha256" in prior:
         return {"pre_state": prior["pre_state"], "pre_state_sha256": prior["pre_state_sha256"]}
-    if isinstance(prior, dict) and prior.get(OUTCOME_KEY) in (ABSENT, FAILED):
+    if isinstance(prior, dict) and prior.get(OUTCOME_KEY) in BRANCH_OF:
         return {OUTCOME_KEY: prior[OUTCOME_KEY]}  # it found nothing then: the same branch undoes the retry
     return {}
 

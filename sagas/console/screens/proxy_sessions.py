@@ -101,8 +101,18 @@ class ProxySessionScreens(SagaScreens):
             messages.error(request, error.message)
             return None
         if not report["dry_run"]:
-            failed = any(item["verdict"] in UNDO_FAILED for item in report["items"])
-            (messages.error if failed else messages.success)(request, undo_summary(report))
+            state = (report.get("outcome") or {}).get("state", "")
+            failed = state in ("undo_stopped", "undo_interrupted") or (
+                not state and any(item["verdict"] in UNDO_FAILED for item in report["items"])
+            )
+            said = (
+                messages.error
+                if failed
+                else messages.warning
+                if state == "undone_with_calls_left"
+                else messages.success
+            )
+            said(request, undo_summary(report))
         return report
 
     def _report_page(

@@ -7,9 +7,12 @@
     reads, refused, dry and failed-not-sent calls  -> skipped: nothing in the world to undo
 
 Where the call's inverse has a capture, the state is read again first and compared with what the step left
-(sagas.coordinator._undo_drift): a difference refuses that inverse (STATE_DRIFTED) unless `force`. The first
-inverse refused or failed stops the walk; the session ends ROLLBACK_FAILED with the failure, and what is left is
-listed. Run it again to retry from there.
+(sagas.coordinator._undo_drift), and the session is planned as a whole (sagas.coordinator._undo_residue): a
+difference that a newer call of the session with no way back explains leaves the call (`left`), one made outside
+the session refuses that inverse (STATE_DRIFTED) unless `force`, and a refused or failed inverse leaves the older
+calls that touch the same thing. The session then ends ROLLBACK_FAILED; run it again to retry from there. How the
+undo ended (undone, calls left, stopped, interrupted) is the report's `outcome` (sagas.selectors.undo_outcome).
+Asked to stop between two calls (UndoWatch), the walk lets go of its lease and the session stays ROLLING_BACK.
 
 The undo is the coordinator's rollback (sagas.coordinator.rollback) with the walk of sagas.coordinator._undo_walk:
 the request records the options (UNDO_REQUESTED) as the session becomes FAILED, then ROLLING_BACK under the
@@ -27,14 +30,27 @@ from typing import Any
 
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
+from sagas import executor
 from sagas.coordinator import rollback
 from sagas.coordinator._leases import LeaseRef, heartbeat
-from sagas.coordinator._undo_drift import drift, reach
-from sagas.coordinator._undo_walk import UndoOptions, recorder, steps_newest_first, walk
+from sagas.coordinator._undo_drift import drift
+from sagas.coordinator._undo_residue import Residues
+from sagas.coordinator._undo_walk import (
+    LEFT,
+    LISTED,
+    UndoOptions,
+    behind_refused,
+    built_on_by,
+    recorder,
+    steps_newest_first,
+    stop_asked,
+    walk,
+)
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
 from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoint
 from sagas.selectors.scope import tenant_saga
+from sagas.selectors.undo_outcome import undo_outcome
 from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, verdict_of
 
 __all__ = ["UndoItem", "UndoReport", "proxy_session_undo"]
@@ -47,6 +63,8 @@ class UndoReport:
     dry_run: bool
     checkpoint: str
     items: tuple[UndoItem, ...]
+    # How the session's undo ended, as every surface shows it (sagas.selectors.undo_outcome); None for a dry run.
+    outcome: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "items": [asdict(entry) for entry in self.items]}
@@ -101,8 +119,19 @@ def proxy_session_undo(
         )
     with heartbeat(LeaseRef(Saga, pk, fence)):
         items = tuple(walk(actor, pk, fence, options))
-        finished = rollback._finish(actor, pk, fence)
-    return UndoReport(str(saga.id), finished.status, False, to_checkpoint, held + items)
+        stopped = stop_asked()
+        finished = None if stopped else rollback._finish(actor, pk, fence)
+    if finished is None:
+        # Stopped part-way (the command was interrupted): the session stays ROLLING_BACK with its runner's lease let
+        # go (once the heartbeat has stopped), so the next undo resumes at once where this one stopped; no inverse
+        # that ran is sent again.
+        finished = rollback._pause(actor, pk, fence)
+    return UndoReport(str(saga.id), finished.status, False, to_checkpoint, held + items, _outcome_of(finished))
+
+
+def _outcome_of(saga: Saga) -> dict[str, Any] | None:
+    outcome = undo_outcome(saga)
+    return outcome.as_json() if outcome is not None else None
 
 
 def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
@@ -117,31 +146,42 @@ def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
 
 
 def _dry_walk(steps: list[Step], force: bool) -> tuple[UndoItem, ...]:
-    """The plan, newest first. A call's state is read now, but the walk reads it only after undoing the newer calls,
-    which may put back exactly what it left (the same file written twice): a difference there is not yet a drift
-    when a newer inverse may touch the same thing (it reads one of the same values, or its reach is unknown)."""
+    """The plan, newest first, by the walk's rules (sagas.coordinator._undo_residue). A call's state is read now,
+    but the walk reads it only after undoing the newer calls, which may put back exactly what it left (the same file
+    written twice): a difference there is not yet a drift when a newer inverse may touch the same thing."""
     items: list[UndoItem] = []
-    reaches: list[frozenset[str] | None] = []  # what each newer call's inverse may touch (None: unknown)
-    for step in steps:
-        mine = reach(step)
-        touched = any(other is None or mine is None or other & mine for other in reaches)
-        items.append(_dry(step, force, after_newer=touched))
-        if items[-1].verdict == "would_undo":
-            reaches.append(mine)
+    residues = Residues()  # newer calls that would stay in the world
+    undoing = Residues()  # newer calls whose inverse would run
+    with executor.shared_connections():  # one connection per downstream server for the drift reads
+        for step in steps:
+            entry = _dry(step, force, residues, undoing)
+            items.append(entry)
+            if entry.verdict in LISTED or entry.verdict == LEFT:
+                residues.add(step, refused=False)
+            elif entry.verdict in ("drifted", "failed"):
+                residues.add(step, refused=True)
+            elif entry.verdict == "would_undo":
+                undoing.add(step, refused=False)
     return tuple(items)
 
 
-def _dry(step: Step, force: bool, *, after_newer: bool) -> UndoItem:
+def _dry(step: Step, force: bool, residues: Residues, undoing: Residues) -> UndoItem:
     verdict, detail = verdict_of(step)
-    if verdict == "would_undo" and not force and (drifted := drift(step)):
-        if drifted.unreadable:
-            return item(step, "failed", f"its inverse would not be sent: {drifted.reason}; make the server reachable")
-        if after_newer:
-            return item(
-                step,
-                "would_undo",
-                f"its inverse would run if undoing the newer calls puts back what it left: now {drifted.reason}, "
-                "and a difference still there then stops the undo at this call",
-            )
-        return item(step, "drifted", f"its inverse would be refused: {drifted.reason}; undo --force would run it")
-    return item(step, verdict, detail)
+    if verdict != "would_undo":
+        return item(step, verdict, detail)
+    if blocker := residues.blocker(step):
+        return item(step, LEFT, behind_refused(blocker))
+    if force or not (drifted := drift(step)):
+        return item(step, verdict, detail)
+    if drifted.unreadable:
+        return item(step, "failed", f"its inverse would not be sent: {drifted.reason}; make the server reachable")
+    if built_on := residues.built_on(step):
+        return item(step, LEFT, built_on_by(built_on))
+    if undoing.built_on(step):
+        return item(
+            step,
+            "would_undo",
+            f"its inverse would run if undoing the newer calls puts back what it left: now {drifted.reason}, "
+            "and a difference still there then refuses this call",
+        )
+    return item(step, "drifted", f"its inverse would be refused: {drifted.reason}; undo --force would run it")

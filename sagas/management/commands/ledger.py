@@ -14,6 +14,7 @@ from sagas.management.proxy_cli import SESSION_HELP, operator, refusals, session
 from sagas.management.terminal import CLASS_STYLES, STATUS_STYLES, Paint, table
 from sagas.selectors.proxy_ledger import LedgerRow, ledger_rows
 from sagas.selectors.proxy_text import call_status, milliseconds, size
+from sagas.selectors.undo_outcome import undo_outcome
 
 COLUMNS = [
     ("seq", ">"),
@@ -55,7 +56,8 @@ class Command(BaseCommand):
         preview = ", preview" if saga.preview else ""
         self.stdout.write(paint(f"session {saga.id}", "bold") + f"  ({started}, {who or 'unknown client'}{preview})")
         self.stdout.write(table(COLUMNS, [_cells(row) for row in rows], paint, _style))
-        self.stdout.write(f"{len(rows)} call(s); the session is {saga.status}")
+        outcome = undo_outcome(saga)
+        self.stdout.write(f"{len(rows)} call(s); the session is {outcome.summary if outcome else saga.status}")
 
 
 def _cells(row: LedgerRow) -> list[str]:

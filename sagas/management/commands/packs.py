@@ -137,7 +137,7 @@ def _calls(entry: PackEntry, capture_enabled: bool) -> list[str]:
 
 
 # How the inverse column names an entry's branches (registry.capture_outcomes).
-BRANCH_WORDS = {"ifNotFound": "not found", "ifCaptureFailed": "capture failed"}
+BRANCH_WORDS = {"ifNotFound": "not found", "ifNoMatch": "no match", "ifCaptureFailed": "capture failed"}
 
 
 def _branch(branch: PackCall | PackNoInverse) -> str:

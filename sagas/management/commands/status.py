@@ -11,6 +11,7 @@ from sagas.management.proxy_cli import operator
 from sagas.management.terminal import Paint, table
 from sagas.selectors.proxy_ledger import SessionLine, session_lines
 from sagas.selectors.proxy_sessions import held_calls_pending
+from sagas.selectors.undo_outcome import UNDO_STATE_WORDS
 from sagas.states import SagaStatus
 
 NEEDS_AN_OPERATOR = {SagaStatus.RECOVERY_REQUIRED, SagaStatus.ROLLBACK_FAILED}
@@ -22,6 +23,11 @@ SAGA_STYLES: dict[str, str] = {
     SagaStatus.ROLLBACK_FAILED: "red",
     SagaStatus.FAILED: "yellow",
     SagaStatus.ROLLING_BACK: "yellow",
+    "undone": "cyan",
+    "undone, calls left": "yellow",
+    "undo stopped": "red",
+    "undo interrupted": "red",
+    "undoing": "yellow",
 }
 COLUMNS = [("session", "<"), ("started", "<"), ("state", "<"), ("client", "<"), ("calls", ">"), ("by status", "<")]
 
@@ -44,19 +50,36 @@ class Command(BaseCommand):
             )
             return
         self.stdout.write(table(COLUMNS, [_cells(line) for line in lines], paint, _style))
-        waiting = [line for line in lines if line.status in NEEDS_AN_OPERATOR]
-        overall = "needs an operator" if waiting or held else "ok"
+        waiting = [line for line in lines if line.status in NEEDS_AN_OPERATOR or _undo_stuck(line)]
+        residue = [line for line in lines if line.undo is not None and line.undo.state == "undone_with_calls_left"]
+        overall, colour = _overall(bool(waiting or held), bool(residue))
         self.stdout.write(
-            paint(f"overall: {overall}", "red" if waiting or held else "green")
+            paint(f"overall: {overall}", colour)
             + f" ({len(lines)} session(s) shown, {len(held)} call(s) held for approval, {len(waiting)} session(s) "
-            "waiting for recovery or a failed rollback)"
+            f"waiting for recovery or an undo to finish, {len(residue)} undone with calls left in the world)"
         )
         if held:
             self.stdout.write("held calls: semantic-saga pending, then approve ID or deny ID")
+        for line in waiting + residue:
+            if line.undo is not None:
+                self.stdout.write(f"session {line.id[-8:]}: {line.undo.summary}")
+
+
+def _overall(waiting: bool, residue: bool) -> tuple[str, str]:
+    if waiting:
+        return "needs an operator", "red"
+    if residue:
+        return "calls left in the world by an undo (below)", "yellow"
+    return "ok", "green"
+
+
+def _undo_stuck(line: SessionLine) -> bool:
+    return line.undo is not None and line.undo.state in ("undo_stopped", "undo_interrupted")
 
 
 def _cells(line: SessionLine) -> list[str]:
-    state = f"{line.status} (preview)" if line.preview else line.status
+    status = UNDO_STATE_WORDS[line.undo.state] if line.undo is not None else line.status
+    state = f"{status} (preview)" if line.preview else status
     counts = ", ".join(f"{n} {status}" for status, n in sorted(line.by_status.items()))
     marks = f"; checkpoints {', '.join(line.checkpoints)}" if line.checkpoints else ""
     return [
@@ -70,4 +93,4 @@ def _cells(line: SessionLine) -> list[str]:
 
 
 def _style(column: int, cell: str) -> str | None:
-    return SAGA_STYLES.get(cell.split(" ")[0]) if column == 2 else None
+    return SAGA_STYLES.get(cell.removesuffix(" (preview)")) if column == 2 else None

@@ -1,21 +1,39 @@
 """`semantic-saga undo [SESSION|last] [--to CHECKPOINT] [--dry-run] [--force] [--reason TEXT] [--json]`: walk a
 proxy session newest-first and undo what can be undone (sagas.coordinator.proxy.undo, through the operation table's
 proxy_session_undo): R runs its inverse, C is listed for an operator's decision, I as having no way back, reads are
-skipped. Exits 1 when an inverse failed or was refused for drift (the session is then ROLLBACK_FAILED)."""
+skipped. The last line says how the session ended, as every surface does (sagas.selectors.undo_outcome).
+
+Exit status: 0 everything undone (or a dry run); 1 the undo stopped: an inverse failed or was refused for drift
+(the session is ROLLBACK_FAILED); 3 undone, with calls left in the world (listed for a person, or built on by a call
+with no way back); 130 (Ctrl-C) or 143 (SIGTERM) interrupted part-way between two calls (run undo again: it resumes
+where it stopped). On a terminal, a long undo shows its progress on stderr."""
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from sagas.coordinator._undo_walk import UndoWatch, watching
 from sagas.management.proxy_cli import SESSION_HELP, operator, refusals, session
 from sagas.management.terminal import CLASS_STYLES, Paint, table
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.selectors.proxy_text import UNDO_FAILED, UNDO_VERDICTS, undo_cells, undo_heading, undo_summary
+from sagas.selectors.proxy_text import UNDO_VERDICTS, undo_cells, undo_heading, undo_label, undo_summary
+from sagas.selectors.undo_plan import UndoItem
+
+# Exit statuses (module docstring).
+EXIT_STOPPED = 1
+EXIT_CALLS_LEFT = 3
+EXIT_BY_SIGNAL = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# Progress is shown for undos of at least this many calls, on a terminal only.
+PROGRESS_FROM_CALLS = 10
 
 COLUMNS = [("seq", ">"), ("tool", "<"), ("server", "<"), ("class", "<"), ("undo", "<"), ("what", "<")]
 
@@ -43,14 +61,33 @@ class Command(BaseCommand):
             "force": options["force"],
             "reason": options["reason"],
         }
-        with refusals():
+        with refusals(), _interruptible() as caught, watching(UndoWatch(self._progress(), caught.is_set)):
             report = invoke(OPERATIONS["proxy_session_undo"], actor, arguments)
         if options["json"]:
             self.stdout.write(json.dumps(report, sort_keys=True))
         else:
             self._show(report, Paint.for_stream(self.stdout))
-        if any(item["verdict"] in UNDO_FAILED for item in report["items"]) and not report["dry_run"]:
-            sys.exit(1)
+        state = (report.get("outcome") or {}).get("state", "")
+        if state == "undo_interrupted" and caught.signal is not None:
+            sys.exit(EXIT_BY_SIGNAL[caught.signal])
+        if state in ("undo_stopped", "undo_interrupted"):
+            sys.exit(EXIT_STOPPED)
+        if state == "undone_with_calls_left":
+            sys.exit(EXIT_CALLS_LEFT)
+
+    def _progress(self) -> Any:
+        """Progress on stderr when it is a terminal: one line rewritten in place."""
+        if not self.stderr.isatty():
+            return None
+
+        def show(done: int, total: int, item: UndoItem) -> None:
+            if total < PROGRESS_FROM_CALLS:
+                return
+            line = f"undoing {done}/{total}: {item.tool} {undo_label(item.verdict)}"
+            self.stderr.write(f"\r{line[:100]:<100}", ending="\n" if done == total else "")
+            self.stderr.flush()
+
+        return show
 
     def _show(self, report: dict[str, Any], paint: Paint) -> None:
         self.stdout.write(paint(f"undo session {report['saga_id']}", "bold") + undo_heading(report))
@@ -64,3 +101,30 @@ def _style(column: int, cell: str) -> str | None:
     if column == 4:
         return next((style for label, style in UNDO_VERDICTS.values() if label == cell), None)
     return None
+
+
+class _Caught(threading.Event):
+    signal: signal.Signals | None = None
+
+
+@contextmanager
+def _interruptible() -> Iterator[_Caught]:
+    """Ctrl-C or SIGTERM asks the walk to stop between two calls (the call in flight finishes and is recorded); a
+    second one stops at once, as the signal's default would."""
+    caught = _Caught()
+    if threading.current_thread() is not threading.main_thread():
+        yield caught  # signal handlers live on the main thread only (a test calling the command from another)
+        return
+
+    def ask_to_stop(signum: int, _frame: Any) -> None:
+        if caught.is_set():
+            raise KeyboardInterrupt
+        caught.signal = signal.Signals(signum)
+        caught.set()
+
+    previous = {signum: signal.signal(signum, ask_to_stop) for signum in EXIT_BY_SIGNAL}
+    try:
+        yield caught
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

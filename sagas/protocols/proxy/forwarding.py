@@ -15,7 +15,7 @@ import mcp.types as types
 from mcp.shared.exceptions import MCPError
 
 from governance.identity.principal import Principal
-from registry.capture_outcomes import ABSENT, after_read, proceeds, read_outcome, state_of
+from registry.capture_outcomes import ABSENT, UNMATCHED, after_read, proceeds, read_outcome, state_of
 from registry.errors import ActionFailure
 from registry.packs import PackEntry
 from registry.templating import render
@@ -134,6 +134,10 @@ class Forwarder:
             said = answer_text(answer)
             if read.outcome == ABSENT:
                 raise CaptureFailed(f"{where} found nothing to keep ({said[:200]}), so the call was not sent")
+            if read.outcome == UNMATCHED:
+                raise CaptureFailed(
+                    f"{where} answered text its textPattern does not match ({said[:200]}), so the call was not sent"
+                )
             raise CaptureFailed(f"{where} answered an error ({said}), so the call was not sent")
         if read.found:
             return {"captured": True, "pre_state": read.state}

@@ -1,0 +1,235 @@
+"""Undo of whole sessions whose calls build on each other, against a CRM that answers text JSON only and echoes the
+row it deleted (Sagaz's toybox shape, our own server: tests/proxy/toybox_server.py --echo-deletes), with Sagaz's
+toybox pack unchanged, through the journaled proxy and the official client.
+
+Each session: the world snapshot before, `semantic-saga undo`, the world compared whole; every call's verdict; the
+session's end state as `undo`, `status` and `ledger` report it. A change made by another process after the session
+(real drift) refuses that call and only that call. A session with calls left is reported so everywhere, and an undo
+stopped part-way says so and resumes without repeating an inverse that ran."""
+
+from __future__ import annotations
+
+import json
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from django.core.management import call_command
+
+from governance.identity.principal import local_principal
+from sagas.coordinator._undo_walk import UndoWatch, watching
+from sagas.coordinator.proxy.undo import proxy_session_undo
+from sagas.models import Saga, Step
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.protocols.proxy.runtime import journaled
+from tests.proxy.agent import connect, text
+from tests.proxy.conftest import SAGAZ
+from tests.proxy.harness import config_file, serve_proxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+TOYBOX = Path(__file__).resolve().parent / "toybox_server.py"
+TOYBOX_PACK = SAGAZ / "packages" / "toybox" / "sagaz-pack.json"
+Call = tuple[str, dict[str, Any]]
+GRACE = {"id": "c-1", "name": "Grace", "email": "grace@example.com", "company": "Navy"}
+ALAN = {"id": "c-2", "name": "Alan", "email": "alan@example.com", "company": None}
+LIN = {"id": "c-3", "name": "Lin", "email": "lin@example.com", "company": "Bell"}
+
+
+@pytest.fixture(autouse=True)
+def _acme(settings: Any) -> None:
+    settings.SAGA_DEFAULT_TENANT = "acme"  # the commands act as the local operator of the proxy's tenant
+
+
+def _world(tmp_path: Path) -> Path:
+    world = tmp_path / "toybox.json"
+    contacts = {"c-1": GRACE, "c-2": ALAN, "c-3": LIN}
+    world.write_text(json.dumps({"contacts": contacts, "next": 4, "seen": {}}))
+    return world
+
+
+def _contacts(world: Path) -> dict[str, Any]:
+    return dict(json.loads(world.read_text())["contacts"])
+
+
+def _change(world: Path, contact: str, **fields: Any) -> None:
+    """Another process changes the world behind the proxy's back."""
+    data = json.loads(world.read_text())
+    data["contacts"][contact].update(fields)
+    world.write_text(json.dumps(data))
+
+
+def _session(tmp_path: Path, world: Path, calls: list[Call], *, pack: bool = True) -> Saga:
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--echo-deletes"]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)] if pack else [])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> list[Any]:
+            async with connect(served.url, "legacy") as client:
+                return [await client.call_tool(tool, arguments) for tool, arguments in calls]
+
+        answered = anyio.run(session)
+    assert not any(answer.is_error for answer in answered), [text(answer) for answer in answered]
+    return Saga.objects.get(metadata__has_key="proxy")
+
+
+def _command(*args: str) -> tuple[str, int]:
+    out = StringIO()
+    try:
+        call_command(*args, stdout=out)
+    except SystemExit as exited:
+        return out.getvalue(), int(exited.code or 0)
+    return out.getvalue(), 0
+
+
+def _undo(*args: str) -> tuple[dict[str, Any], int]:
+    shown, code = _command("undo", "--json", *args)
+    return json.loads(shown), code
+
+
+def _verdicts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(item["tool"], item["verdict"]) for item in report["items"]]
+
+
+def test_a_delete_that_echoes_the_row_is_undone_exactly(tmp_path: Path):
+    world = _world(tmp_path)
+    before = _contacts(world)
+    _session(tmp_path, world, [("delete_contact", {"id": "c-3"})])
+    # the answer carried every captured field of a contact that is gone: the undo reads the world, not the answer
+    report, code = _undo()
+    assert (code, _verdicts(report)) == (0, [("delete_contact", "undone")])
+    assert _contacts(world) == before
+    assert report["outcome"]["state"] == "undone" and report["status"] == "ROLLED_BACK"
+
+
+def test_create_update_delete_of_one_record_is_undone_whole(tmp_path: Path):
+    world = _world(tmp_path)
+    before = _contacts(world)
+    calls: list[Call] = [
+        ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+        ("update_contact", {"id": "c-4", "email": "ada@new.example", "company": "Analytical"}),
+        ("delete_contact", {"id": "c-4"}),
+        ("update_contact", {"id": "c-1", "name": "Grace H."}),
+        ("update_contact", {"id": "c-1", "company": None}),
+    ]
+    _session(tmp_path, world, calls)
+    dry, _ = _undo("--dry-run")
+    assert [verdict for _, verdict in _verdicts(dry)] == ["would_undo"] * 5
+    report, code = _undo()
+    assert code == 0
+    assert [verdict for _, verdict in _verdicts(report)] == ["undone"] * 5
+    assert _contacts(world) == before
+    assert report["outcome"]["summary"] == "undone: 5 of 5 calls undone"
+    shown, _ = _command("status")
+    assert "overall: ok" in shown and "undone" in shown
+
+
+def test_a_change_outside_the_session_refuses_that_call_and_only_that_call(tmp_path: Path):
+    world = _world(tmp_path)
+    calls: list[Call] = [
+        ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+        ("update_contact", {"id": "c-1", "name": "Grace H."}),
+        ("delete_contact", {"id": "c-2"}),
+    ]
+    session = _session(tmp_path, world, calls)
+    _change(world, "c-1", email="grace@elsewhere.example")  # a colleague, after the session
+    report, code = _undo()
+    assert code == 1
+    assert _verdicts(report) == [
+        ("delete_contact", "undone"),
+        ("update_contact", "drifted"),
+        ("create_contact", "undone"),
+    ]
+    assert "email changed since the call" in report["items"][1]["detail"]
+    contacts = _contacts(world)
+    assert contacts["c-1"] == {**GRACE, "name": "Grace H.", "email": "grace@elsewhere.example"}  # their work kept
+    assert contacts["c-2"] == ALAN and "c-4" not in contacts
+    session.refresh_from_db()
+    assert session.status == "ROLLBACK_FAILED"
+    assert report["outcome"]["state"] == "undo_stopped"
+    shown, _ = _command("status")
+    assert "overall: needs an operator" in shown and "undo stopped" in shown
+
+
+def test_the_sessions_own_later_call_without_an_inverse_is_not_drift(tmp_path: Path):
+    # given no rule for update_contact's inverse on c-1 but a pack for the rest: a rule classes the second update C
+    world = _world(tmp_path)
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--echo-deletes"]}
+    rules = [{"tool": "update_contact", "class": "C", "reason": "the second edit is a correction by hand"}]
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)], rules=rules)
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> None:
+            async with connect(served.url, "legacy") as client:
+                await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
+                await client.call_tool("delete_contact", {"id": "c-3"})
+                await client.call_tool("update_contact", {"id": "c-1", "name": "Grace H."})
+
+        anyio.run(session)
+    report, code = _undo()
+    # then nothing is called drift or blamed on someone: the update stays (C), the rest is undone
+    assert _verdicts(report) == [
+        ("update_contact", "needs_decision"),
+        ("delete_contact", "undone"),
+        ("create_contact", "undone"),
+    ]
+    assert code == 3 and report["outcome"]["state"] == "undone_with_calls_left"
+    assert report["outcome"]["summary"] == "undone, 1 call left: update_contact (needs a decision)"
+
+
+def test_a_session_without_a_pack_is_not_reported_undone(tmp_path: Path):
+    world = _world(tmp_path)
+    session = _session(tmp_path, world, [("create_contact", {"name": "Ada", "email": "ada@example.com"})], pack=False)
+    step = Step.objects.get(saga=session)
+    assert step.action_definition["proxy"]["class"] == "unknown"  # a name never says R
+    ledger = [json.loads(line) for line in _command("ledger", "--json")[0].splitlines()]
+    assert ledger[0]["class"] == "unknown" and ledger[0]["undo_plan"]["verdict"] == "no_way_back"
+    report, code = _undo()
+    assert code == 3 and _verdicts(report) == [("create_contact", "no_way_back")]
+    assert report["outcome"]["summary"] == "undone, 1 call left: create_contact (no way back)"
+    assert "c-4" in _contacts(world)
+    shown, _ = _command("status")
+    assert "overall: ok" not in shown and "undone, 1 call left: create_contact (no way back)" in shown
+    assert "the session is undone, 1 call left" in _command("ledger")[0]
+    session.refresh_from_db()
+    assert session.error is None  # an undo that ran to its end shows no error
+    # the REST and MCP answers (the operation table's get_saga) carry the same outcome
+    answer = invoke(OPERATIONS["get_saga"], local_principal(tenant_id="acme"), {"saga_id": str(session.id)})
+    assert answer["status"] == "ROLLED_BACK" and answer["error"] is None
+    assert answer["undo"]["state"] == "undone_with_calls_left" and answer["undo"]["needs_operator"] is True
+    assert answer["undo"]["left"] == [
+        {"seq": 1, "tool": "create_contact", "verdict": "no_way_back", "words": "no way back"}
+    ]
+
+
+def test_an_undo_stopped_part_way_says_so_and_resumes_without_repeating(tmp_path: Path):
+    world = _world(tmp_path)
+    before = _contacts(world)
+    calls: list[Call] = [("create_contact", {"name": f"N{n}", "email": f"n{n}@example.com"}) for n in range(5)]
+    session = _session(tmp_path, world, calls)
+    actor = local_principal(tenant_id="acme")
+    seen: list[str] = []
+
+    def progress(done: int, total: int, item: Any) -> None:
+        seen.append(f"{done}/{total} {item.verdict}")
+
+    # when the undo is asked to stop after two inverses (as Ctrl-C or SIGTERM asks the command)
+    with watching(UndoWatch(progress=progress, stop=lambda: len(seen) >= 2)):
+        first = proxy_session_undo(actor=actor, saga_id=session.id)
+    assert seen == ["1/5 undone", "2/5 undone"]
+    assert first.outcome is not None and first.outcome["summary"] == "undo interrupted: 2 of 5 done; run undo again"
+    session.refresh_from_db()
+    assert session.status == "ROLLING_BACK" and session.lease_expires_at is None
+    shown, _ = _command("status")
+    assert "undo interrupted: 2 of 5 done; run undo again" in shown and "overall: needs an operator" in shown
+    # then undo again resumes where it stopped, and no inverse is sent twice
+    report, code = _undo()
+    assert code == 0 and report["outcome"]["state"] == "undone"
+    assert [verdict for _, verdict in _verdicts(report)] == ["already_undone"] * 2 + ["undone"] * 3
+    assert _contacts(world) == before
+    sent = json.loads(world.read_text())["log"]  # every call the server received, with its key
+    rollbacks = [key for key in sent if key.endswith(":rollback")]
+    assert len(rollbacks) == len(set(rollbacks)) == 5
