@@ -71,16 +71,18 @@ class Residues:
         self.left.append(Residue(step.sequence, tool, server_of(step), reach(step), refused))
 
     def blocker(self, step: Step) -> Residue | None:
-        """The newest call whose inverse was refused or failed and that touches what `step` touched."""
+        """A newer call whose inverse was refused or failed and that touches what `step` touched."""
         return self._first(step, refused=True)
 
     def built_on(self, step: Step) -> Residue | None:
-        """The newest call of the session, still in the world with no way back, that touches what `step` touched."""
+        """A newer call of the session, still in the world with no way back, that touches what `step` touched."""
         return self._first(step, refused=False)
 
     def _first(self, step: Step, *, refused: bool) -> Residue | None:
+        """The nearest newer call (the first after `step` in the session) that touches what it touched: the one
+        most likely to have built on it."""
         server, mine = server_of(step), reach(step)
-        return next((r for r in self.left if r.refused == refused and r.touches(server, mine)), None)
+        return next((r for r in reversed(self.left) if r.refused == refused and r.touches(server, mine)), None)
 
 
 def server_of(step: Step) -> str:
@@ -89,7 +91,8 @@ def server_of(step: Step) -> str:
 
 def reach(step: Step) -> frozenset[str] | None:
     """The values a call addresses: its capture's and read-after's arguments when it has a capture, else its
-    inverse's arguments when it has one, else its own arguments. None when they cannot be rendered (unknown)."""
+    inverse's arguments when it has one, else its own arguments. None when they cannot be rendered, or name nothing
+    (a read of a whole collection): unknown, so it may touch anything on its server."""
     capture = step.action_definition.get("capture")
     try:
         if isinstance(capture, dict):
@@ -101,7 +104,8 @@ def reach(step: Step) -> frozenset[str] | None:
             rendered = [plan.arguments] if plan is not None and plan.arguments is not None else [step.input]
     except ActionFailure:
         return None
-    return frozenset(value for arguments in rendered for value in _addresses(arguments))
+    addresses = frozenset(value for arguments in rendered for value in _addresses(arguments))
+    return addresses or None  # a read of everything (list_records with no arguments) touches anything
 
 
 def _addresses(value: Any) -> Iterator[str]:

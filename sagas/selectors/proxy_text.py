@@ -106,7 +106,8 @@ def undo_summary(report: dict[str, Any]) -> str:
     summary = ", ".join(f"{n} {undo_label(verdict)}" for verdict, n in counts.items()) or "no call to undo"
     outcome = report.get("outcome")
     if outcome:
-        return f"{summary}\nthe session is {outcome['summary']}"
+        line = outcome["summary"]
+        return f"{summary}\n{'the session is ' + line if outcome['state'].startswith('undone') else line}"
     if report["dry_run"]:
         stays = [item for item in report["items"] if item["verdict"] in WOULD_STAY]
         named = ", ".join(f"{item['tool']} ({undo_label(item['verdict'])})" for item in reversed(stays))

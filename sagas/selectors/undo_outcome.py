@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from django.db.models import Q, QuerySet, Subquery
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from audit.models import AuditEvent
@@ -39,6 +41,7 @@ LEFT_WORDS: dict[str, str] = {
     "left": "built on by a later call",
     "drifted": "changed outside the session",
     "failed": "its inverse failed",
+    "unreadable": "its state could not be read",
 }
 UNDO_STATES = ("undone", "undone_with_calls_left", "undo_stopped", "undo_interrupted", "undoing")
 # A session's state in a table cell, once it was undone.
@@ -78,6 +81,11 @@ class UndoOutcome:
     left: tuple[LeftCall, ...] = field(default_factory=tuple)
 
     @property
+    def sentence(self) -> str:
+        """The summary as a report's last line: "the session is undone, ..." or "undo stopped: ..."."""
+        return f"the session is {self.summary}" if self.state.startswith("undone") else self.summary
+
+    @property
     def words(self) -> str:
         """The state in a table cell: "undone", "undone, calls left", "undo interrupted", ..."""
         return UNDO_STATE_WORDS[self.state]
@@ -107,20 +115,20 @@ def undo_outcomes(sagas: Iterable[Saga]) -> dict[Any, UndoOutcome]:
         return {}
     ids = [saga.id for saga in undone]
     events = AuditEvent.objects.filter(saga_id__in=ids, event_type__in=(E.UNDO_REQUESTED, E.UNDO_LISTED))
-    asked: set[str] = set()
+    asked: dict[str, dict[str, Any]] = {}  # saga id -> the newest undo request's options
     listed: dict[str, dict[str, Any]] = {}
     for saga_id, event_type, step_id, data in events.order_by("sequence").values_list(
         "saga_id", "event_type", "step_id", "data"
     ):
         if event_type == E.UNDO_REQUESTED:
-            asked.add(str(saga_id))
+            asked[str(saga_id)] = data if isinstance(data, dict) else {}
         else:
             listed[str(step_id)] = data if isinstance(data, dict) else {}
     steps: dict[Any, list[Step]] = {}
     for step in Step.objects.filter(saga_id__in=ids).order_by("-sequence"):
         steps.setdefault(step.saga_id, []).append(step)
     return {
-        saga.id: _outcome(saga, steps.get(saga.id, []), listed)
+        saga.id: _outcome(saga, steps.get(saga.id, []), listed, asked.get(str(saga.id), {}))
         for saga in undone
         if saga.status != SagaStatus.FAILED or str(saga.id) in asked  # FAILED without an undo asked: not one yet
     }
@@ -130,17 +138,21 @@ def _undo_touched(saga: Saga) -> bool:
     return saga.status in (SagaStatus.ROLLED_BACK, SagaStatus.ROLLBACK_FAILED, *_UNDOING)
 
 
-def _outcome(saga: Saga, steps: list[Step], listed: dict[str, dict[str, Any]]) -> UndoOutcome:
+def _outcome(saga: Saga, steps: list[Step], listed: dict[str, dict[str, Any]], asked: dict[str, Any]) -> UndoOutcome:
     done = sum(1 for step in steps if step.status == StepStatus.COMPENSATED)
     left = tuple(call for step in reversed(steps) if (call := _left(step, listed)) is not None)  # in call order
     pending = sum(1 for step in steps if _still_to_undo(step, listed))
     total = done + pending
     if saga.status == SagaStatus.ROLLED_BACK:
+        # Undone to a checkpoint: the calls before it were not walked, as asked, and stay in the world.
+        kept = f"; {_calls_before(pending, asked)}" if pending else ""
         if not left:
-            return UndoOutcome("undone", "undone" + (f": {done} of {done} calls undone" if done else ""), done, done)
-        return UndoOutcome("undone_with_calls_left", f"undone, {_calls(left)} left: {_named(left)}", done, total, left)
+            undone = f": {done} of {done} calls undone" if done else ""
+            return UndoOutcome("undone", f"undone{undone}{kept}", done, done)
+        summary = f"undone, {_calls(left)} left: {_named(left)}{kept}"
+        return UndoOutcome("undone_with_calls_left", summary, done, total, left)
     if saga.status == SagaStatus.ROLLBACK_FAILED:
-        stuck = tuple(call for call in left if call.verdict in ("drifted", "failed"))
+        stuck = tuple(call for call in left if call.verdict in ("drifted", "failed", "unreadable"))
         summary = f"undo stopped: {_calls(stuck)} could not be undone ({_named(stuck)}); {done} of {total} done"
         rest = tuple(call for call in left if call not in stuck)
         summary += f"; also left: {_named(rest)}" if rest else ""
@@ -157,8 +169,8 @@ def _left(step: Step, listed: dict[str, dict[str, Any]]) -> LeftCall | None:
     if step.status == StepStatus.COMPENSATED:
         return None
     if step.status == StepStatus.COMPENSATION_FAILED:
-        error = step.compensation_error or {}
-        verdict = "drifted" if error.get("code") == "STATE_DRIFTED" else "failed"
+        code = (step.compensation_error or {}).get("code")
+        verdict = {"STATE_DRIFTED": "drifted", "STATE_UNREADABLE": "unreadable"}.get(str(code), "failed")
     elif str(step.id) in listed:
         verdict = str(listed[str(step.id)].get("verdict", "needs_decision"))
     else:
@@ -186,9 +198,41 @@ def _still_to_undo(step: Step, listed: dict[str, dict[str, Any]]) -> bool:
     return str(step.id) not in listed and step.status != StepStatus.COMPENSATED and verdict_of(step)[0] == "would_undo"
 
 
+def _calls_before(pending: int, asked: dict[str, Any]) -> str:
+    where = f"checkpoint {asked['to_checkpoint']!r}" if asked.get("to_checkpoint") else "the checkpoint"
+    return f"{pending} call{'s' if pending != 1 else ''} before {where} stay, as asked (a session is undone once)"
+
+
 def _calls(left: tuple[LeftCall, ...]) -> str:
     return f"{len(left)} call{'s' if len(left) != 1 else ''}"
 
 
 def _named(left: tuple[LeftCall, ...]) -> str:
     return ", ".join(f"{call.tool} ({call.words})" for call in left)
+
+
+@dataclass(frozen=True)
+class Attention:
+    """Sessions of the tenant, shown or not, that an operator must look at: undos stopped or interrupted (and
+    sessions waiting for recovery), and sessions undone with calls left in the world."""
+
+    stuck: tuple[str, ...]
+    with_calls_left: tuple[str, ...]
+
+
+def attention(sessions: QuerySet[Saga]) -> Attention:
+    """Over all of `sessions` (the tenant's proxy sessions), in three queries, whatever a listing's limit shows."""
+    stuck_states = (SagaStatus.ROLLBACK_FAILED, SagaStatus.RECOVERY_REQUIRED)
+    stuck = sessions.filter(
+        Q(status__in=stuck_states) | Q(status=SagaStatus.ROLLING_BACK) & ~Q(lease_expires_at__gt=Now())
+    )
+    undone = sessions.filter(status=SagaStatus.ROLLED_BACK).values("id")
+    events = AuditEvent.objects.filter(event_type=E.UNDO_LISTED, saga_id__in=Subquery(undone))
+    listed = [step_id for step_id in events.values_list("step_id", flat=True) if step_id]  # text, not a uuid column
+    left = (
+        Step.objects.filter(saga_id__in=Subquery(undone), id__in=listed)
+        .exclude(status=StepStatus.COMPENSATED)
+        .values_list("saga_id", flat=True)
+        .distinct()
+    )
+    return Attention(tuple(str(pk) for pk in stuck.values_list("id", flat=True)), tuple(str(pk) for pk in left))

@@ -92,6 +92,12 @@ def verdict_of(step: Step) -> tuple[str, str]:
         plan = step_inverse(step)
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem
+        if not isinstance(step_contract(step).get("capture"), dict):
+            # Nothing was read around the call, so a change made to its target since cannot be seen: say so.
+            return (
+                "would_undo",
+                "its inverse would run (nothing is read around this call, so a change made since is not checked)",
+            )
         return "would_undo", "its inverse would run"
     declared = _pack_reason(step)
     if effect_class == "C":

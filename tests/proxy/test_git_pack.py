@@ -178,6 +178,7 @@ def test_an_add_the_session_then_committed_is_left_not_called_drift(
             ("git_add", {"repo_path": str(repo), "files": ["README.md"]}),
             ("git_commit", {"repo_path": str(repo), "message": "by the agent"}),
             ("git_checkout", {"repo_path": str(repo), "branch_name": "feature"}),
+            ("git_create_branch", {"repo_path": str(repo), "branch_name": "agent-work"}),
         ],
     )
     committed = _git(repo, "rev-parse", "main")
@@ -189,14 +190,17 @@ def test_an_add_the_session_then_committed_is_left_not_called_drift(
     # then the checkout is undone, the commit needs a decision, and the add is left because of the commit: the
     # session's own later call, never "drift" or "someone", and the undo did not fail
     assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("git_create_branch", "needs_decision"),
         ("git_checkout", "undone"),
         ("git_commit", "needs_decision"),
         ("git_add", "left"),
     ]
-    assert "call 2 (git_commit) of this session built on it" in report["items"][2]["detail"]
+    # the call named is the one right after it that stays (the commit), not the newest one (the branch)
+    assert "call 2 (git_commit) of this session built on it" in report["items"][3]["detail"]
     assert exited.value.code == 3 and report["status"] == "ROLLED_BACK"
     assert report["outcome"]["summary"] == (
-        "undone, 2 calls left: git_add (call 2 of the session built on it), git_commit (needs a decision)"
+        "undone, 3 calls left: git_add (call 2 of the session built on it), git_commit (needs a decision), "
+        "git_create_branch (needs a decision)"
     )
     assert "Someone" not in out.getvalue() and "drift" not in out.getvalue()
     # and the repository is back on main with the agent's commit, which only a person can take back

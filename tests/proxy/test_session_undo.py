@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from governance.identity.principal import local_principal
 from sagas.coordinator._undo_walk import UndoWatch, watching
@@ -73,7 +73,7 @@ def _session(tmp_path: Path, world: Path, calls: list[Call], *, pack: bool = Tru
 
         answered = anyio.run(session)
     assert not any(answer.is_error for answer in answered), [text(answer) for answer in answered]
-    return Saga.objects.get(metadata__has_key="proxy")
+    return Saga.objects.filter(kind="proxy_session").order_by("-created_at").first()  # type: ignore[return-value]
 
 
 def _command(*args: str) -> tuple[str, int]:
@@ -233,3 +233,24 @@ def test_an_undo_stopped_part_way_says_so_and_resumes_without_repeating(tmp_path
     sent = json.loads(world.read_text())["log"]  # every call the server received, with its key
     rollbacks = [key for key in sent if key.endswith(":rollback")]
     assert len(rollbacks) == len(set(rollbacks)) == 5
+
+
+def test_a_session_undone_once_is_refused_again_saying_how_it_ended(tmp_path: Path):
+    world = _world(tmp_path)
+    _session(tmp_path, world, [("delete_contact", {"id": "c-3"})])
+    assert _undo()[1] == 0
+    with pytest.raises(CommandError) as refused:
+        call_command("undo", stdout=StringIO())
+    assert "ALREADY_UNDONE" in str(refused.value) and "was already undone (undone: 1 of 1 calls undone)" in str(
+        refused.value
+    )
+
+
+def test_status_counts_sessions_past_its_limit(tmp_path: Path):
+    world = _world(tmp_path)
+    _session(tmp_path, world, [("create_contact", {"name": "Ada", "email": "ada@example.com"})], pack=False)
+    _undo()  # undone, 1 call left (no pack: no way back)
+    newer = _session(tmp_path, world, [("get_contact", {"id": "c-1"})])
+    shown, _ = _command("status", "--limit", "1")
+    assert newer.id is not None and "overall: ok" not in shown
+    assert "older sessions not shown: 0 waiting for an operator, 1 undone with calls left" in shown

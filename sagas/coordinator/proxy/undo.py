@@ -52,6 +52,7 @@ from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoin
 from sagas.selectors.scope import tenant_saga
 from sagas.selectors.undo_outcome import undo_outcome
 from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, verdict_of
+from sagas.states import SagaStatus
 
 __all__ = ["UndoItem", "UndoReport", "proxy_session_undo"]
 
@@ -102,6 +103,14 @@ def proxy_session_undo(
     if dry_run:
         items = held + _dry_walk(steps_newest_first(saga.id, options), force)
         return UndoReport(str(saga.id), saga.status, True, to_checkpoint, items)
+    if saga.status == SagaStatus.ROLLED_BACK:
+        outcome = undo_outcome(saga)
+        raise InvalidTransition(
+            "ALREADY_UNDONE",
+            f"Session {saga.id} was already undone ({outcome.summary if outcome else 'undone'}); a session is undone "
+            "once, so nothing changed. `semantic-saga undo --dry-run` shows what became of each call; a call left "
+            "in the world is for a person to correct.",
+        )
     if rollback.in_flight(saga):
         raise InvalidTransition(
             "UNDO_BUSY",
@@ -175,13 +184,15 @@ def _dry(step: Step, force: bool, residues: Residues, undoing: Residues) -> Undo
         return item(step, verdict, detail)
     if drifted.unreadable:
         return item(step, "failed", f"its inverse would not be sent: {drifted.reason}; make the server reachable")
-    if built_on := residues.built_on(step):
-        return item(step, LEFT, built_on_by(built_on))
-    if undoing.built_on(step):
+    built_on = residues.built_on(step)
+    if undoing.built_on(step):  # the walk reads it only after the newer inverses ran: they may put it back
+        then = f"left, as {built_on.label} of this session built on it" if built_on else "refuses this call"
         return item(
             step,
             "would_undo",
             f"its inverse would run if undoing the newer calls puts back what it left: now {drifted.reason}, "
-            "and a difference still there then refuses this call",
+            f"and a difference still there then {then}",
         )
+    if built_on is not None:
+        return item(step, LEFT, built_on_by(built_on))
     return item(step, "drifted", f"its inverse would be refused: {drifted.reason}; undo --force would run it")

@@ -57,7 +57,7 @@ class Command(BaseCommand):
         self.stdout.write(paint(f"session {saga.id}", "bold") + f"  ({started}, {who or 'unknown client'}{preview})")
         self.stdout.write(table(COLUMNS, [_cells(row) for row in rows], paint, _style))
         outcome = undo_outcome(saga)
-        self.stdout.write(f"{len(rows)} call(s); the session is {outcome.summary if outcome else saga.status}")
+        self.stdout.write(f"{len(rows)} call(s); {outcome.sentence if outcome else 'the session is ' + saga.status}")
 
 
 def _cells(row: LedgerRow) -> list[str]:

@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandParser
 from sagas.management.proxy_cli import operator
 from sagas.management.terminal import Paint, table
 from sagas.selectors.proxy_ledger import SessionLine, session_lines
-from sagas.selectors.proxy_sessions import held_calls_pending
-from sagas.selectors.undo_outcome import UNDO_STATE_WORDS
+from sagas.selectors.proxy_sessions import held_calls_pending, proxy_sessions
+from sagas.selectors.undo_outcome import UNDO_STATE_WORDS, attention
 from sagas.states import SagaStatus
 
 NEEDS_AN_OPERATOR = {SagaStatus.RECOVERY_REQUIRED, SagaStatus.ROLLBACK_FAILED}
@@ -52,7 +52,12 @@ class Command(BaseCommand):
         self.stdout.write(table(COLUMNS, [_cells(line) for line in lines], paint, _style))
         waiting = [line for line in lines if line.status in NEEDS_AN_OPERATOR or _undo_stuck(line)]
         residue = [line for line in lines if line.undo is not None and line.undo.state == "undone_with_calls_left"]
-        overall, colour = _overall(bool(waiting or held), bool(residue))
+        shown = {line.id for line in lines}
+        # Older sessions past --limit count too: an undo stopped a month ago still needs someone.
+        everywhere = attention(proxy_sessions(actor))
+        unseen_stuck = [pk for pk in everywhere.stuck if pk not in shown]
+        unseen_left = [pk for pk in everywhere.with_calls_left if pk not in shown]
+        overall, colour = _overall(bool(waiting or held or unseen_stuck), bool(residue or unseen_left))
         self.stdout.write(
             paint(f"overall: {overall}", colour)
             + f" ({len(lines)} session(s) shown, {len(held)} call(s) held for approval, {len(waiting)} session(s) "
@@ -63,6 +68,12 @@ class Command(BaseCommand):
         for line in waiting + residue:
             if line.undo is not None:
                 self.stdout.write(f"session {line.id[-8:]}: {line.undo.summary}")
+        if unseen_stuck or unseen_left:
+            self.stdout.write(
+                f"older sessions not shown: {len(unseen_stuck)} waiting for an operator, {len(unseen_left)} undone "
+                f"with calls left ({', '.join(pk[-8:] for pk in [*unseen_stuck, *unseen_left][:10])}); "
+                "`semantic-saga ledger --session ID` shows one"
+            )
 
 
 def _overall(waiting: bool, residue: bool) -> tuple[str, str]:

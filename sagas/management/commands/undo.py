@@ -117,8 +117,9 @@ def _interruptible() -> Iterator[_Caught]:
         return
 
     def ask_to_stop(signum: int, _frame: Any) -> None:
-        if caught.is_set():
-            raise KeyboardInterrupt
+        if caught.is_set():  # asked twice: stop now; the call in flight is resumed with its key by the next undo
+            sys.stderr.write("undo stopped at once; run undo again to resume (the session stays ROLLING_BACK)\n")
+            raise SystemExit(EXIT_BY_SIGNAL[signal.Signals(signum)])
         caught.signal = signal.Signals(signum)
         caught.set()
 
