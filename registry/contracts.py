@@ -262,6 +262,10 @@ def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
     branches = tuple((f"capture.{key}", True, False) for key in BRANCH_OF.values() if has_capture and key in capture)
     if isinstance(capture.get("read_after"), dict):
         branches += (("capture.read_after", False, False),)  # a read with the call's arguments, like the capture
+    if isinstance(contract.get("read_after"), dict):
+        branches += (("read_after", True, False),)  # a create's read of what it made: ${input} and ${result}
+        if has_capture:
+            problems.append(f"{path}.read_after: with a capture, read after the call with capture.read_after")
     if has_capture:
         problems += branch_problems(capture, f"{path}.capture")
     for part, allow_result, allow_pre_state in (*calls, *branches):

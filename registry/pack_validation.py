@@ -19,7 +19,19 @@ _CAPTURE_ROOTS = ("args",)
 _INVERSE_ROOTS = ("args", "result", "pre_state")
 TEMPLATE_ROOTS = {"args": "input", "result": "result", "pre_state": "pre_state"}
 _PACK_KEYS = {"name", "description", "entries"}
-_ENTRY_KEYS = {"tool", "server", "capture", "inverse", "note", "ifNotFound", "ifNoMatch", "ifCaptureFailed"}
+_ENTRY_KEYS = {
+    "tool",
+    "server",
+    "capture",
+    "inverse",
+    "note",
+    "ifNotFound",
+    "ifNoMatch",
+    "ifCaptureFailed",
+    "readAfter",
+}
+# An entry without a capture (a create) reads what it made right after the call: $.args and $.result.
+_MADE_ROOTS = ("args", "result")
 # The branch keys of an entry, by the capture outcome they answer (registry.capture_outcomes).
 BRANCHES = {"ifNotFound": "when_absent", "ifNoMatch": "when_unmatched", "ifCaptureFailed": "when_failed"}
 _BRANCH_ROOTS = ("args", "result")
@@ -64,6 +76,8 @@ def _entry_problems(entry: Any, where: str) -> list[str]:
         problems.append(f"{where}.note: when present, a non-empty note")
     if "capture" in entry:
         problems += _capture_problems(entry["capture"], f"{where}.capture")
+    if "readAfter" in entry:
+        problems += _made_read_problems(entry, f"{where}.readAfter")
     for key in BRANCHES:
         if key in entry:
             problems += _branch_problems(entry, key, f"{where}.{key}")
@@ -117,6 +131,19 @@ def _capture_problems(capture: Any, where: str) -> list[str]:
             f"{where}.readAfter: true (read the capture again after the call, for the undo) or a read of its own "
             '{"tool", "args", "textPattern"}'
         )
+    return problems
+
+
+def _made_read_problems(entry: dict[str, Any], where: str) -> list[str]:
+    """An entry's own readAfter: for a call with no capture (a create), a read of what it made, right after it."""
+    after = entry["readAfter"]
+    if "capture" in entry:
+        return [f"{where}: an entry with a capture reads after the call with capture.readAfter; move it there"]
+    if not isinstance(after, dict):
+        return [f'{where}: a read of what the call made: {{"tool", "args", "textPattern"}} ($.args and $.result)']
+    problems = _call_problems(after, where, _MADE_ROOTS, _READ_AFTER_KEYS)
+    if "textPattern" in after:
+        problems += pattern_problems(after["textPattern"], f"{where}.textPattern")
     return problems
 
 

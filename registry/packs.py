@@ -102,6 +102,9 @@ class PackEntry:
     capture_reading: Mapping[str, Any] = field(default_factory=dict)
     # ifNotFound / ifNoMatch / ifCaptureFailed: another inverse, or none.
     branches: Mapping[str, PackCall | PackNoInverse] = field(default_factory=dict)
+    # An entry without a capture (a create) may read what the call made right after it: {"tool", "args",
+    # "textPattern"}, its args reading $.args and $.result; the undo's drift check expects that state.
+    read_after: Mapping[str, Any] | None = None
 
     def guarded_class(self) -> tuple[str, str] | None:
         """The class a call gets before its capture runs when a branch has no inverse (the more guarded one, I
@@ -123,7 +126,7 @@ class PackEntry:
     def needs(self) -> tuple[str, ...]:
         """The tools of the same server this entry calls: its capture read's (if any), then its inverse's."""
         calls = [branch.tool for branch in self.branches.values() if isinstance(branch, PackCall)]
-        after = self.capture_reading.get("readAfter")
+        after = self.capture_reading.get("readAfter") if self.capture else self.read_after
         reads = [str(after["tool"])] if isinstance(after, Mapping) else []
         return (*((self.capture.tool,) if self.capture else ()), *reads, self.inverse.tool, *calls)
 
@@ -136,6 +139,10 @@ class PackEntry:
         parts: dict[str, Any] = {"compensation": _as_contract_call(self.inverse)}
         if self.capture is not None:
             parts["capture"] = {**_as_contract_call(self.capture), **self._capture_outcomes()}
+        elif self.read_after is not None:
+            read = _as_contract_call(PackCall(str(self.read_after["tool"]), dict(self.read_after.get("args", {}))))
+            pattern = {"text_pattern": self.read_after["textPattern"]} if "textPattern" in self.read_after else {}
+            parts["read_after"] = {**read, **pattern}
         return parts
 
     def _capture_outcomes(self) -> dict[str, Any]:
@@ -371,6 +378,7 @@ def _build_pack(document: dict[str, Any], source: str) -> Pack:
             note=raw.get("note", ""),
             capture_reading={k: v for k, v in raw.get("capture", {}).items() if k in CAPTURE_READING},
             branches={key: _build_branch(raw[key]) for key in BRANCHES if key in raw},
+            read_after=dict(raw["readAfter"]) if isinstance(raw.get("readAfter"), dict) else None,
         )
         for index, raw in raws
         if "inverse" in raw

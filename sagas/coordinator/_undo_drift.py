@@ -27,6 +27,8 @@ from typing import Any
 
 from registry.actions import InvocationContext
 from registry.capture_outcomes import FOUND, POST_STATE, after_read, outcome_of, state_of
+from registry.errors import ActionFailure
+from registry.templating import render
 from registry.tool_answers import text_of
 from registry.tool_classes import name_words
 from sagas import executor
@@ -51,6 +53,9 @@ def drift(step: Step) -> Drift | None:
     capture = step.action_definition.get("capture")
     stored = step.result if isinstance(step.result, dict) else {}
     pre_state = stored.get("pre_state")
+    made = step.action_definition.get("read_after")
+    if not isinstance(capture, dict) and isinstance(made, dict) and POST_STATE in stored:
+        return _drift_from_read_after(step, _made_read(made, step, stored), stored)  # a create: what it made
     if not isinstance(capture, dict) or outcome_of(stored) != FOUND:
         return None  # no capture, or it found nothing: there is no state of before to restore over a newer one
     if POST_STATE in stored:
@@ -124,6 +129,17 @@ def _left_by(result: Any, pre_state: dict[str, Any]) -> dict[str, Any] | None:
     if isinstance(result, dict) and all(key in result for key in pre_state):
         return {key: result[key] for key in pre_state}
     return None
+
+
+def _made_read(made: dict[str, Any], step: Step, stored: dict[str, Any]) -> dict[str, Any]:
+    """A create's read of what it made, its arguments rendered here from the call's input and answer (the read is
+    sent as a plain call, whose arguments may read only the input)."""
+    scope = {"input": step.input, "result": stored.get("result")}
+    try:
+        arguments = render(made.get("arguments", {}), scope, "read_after.arguments")
+    except ActionFailure:
+        arguments = {}  # the answer lacks what the read needs: read with nothing, which reads otherwise
+    return {**made, "arguments": arguments}
 
 
 def _inverse_recreates(step: Step) -> bool:

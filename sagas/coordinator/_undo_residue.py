@@ -90,15 +90,23 @@ def server_of(step: Step) -> str:
 
 
 def reach(step: Step) -> frozenset[str] | None:
-    """The values a call addresses: its capture's and read-after's arguments when it has a capture, else its
-    inverse's arguments when it has one, else its own arguments. None when they cannot be rendered, or name nothing
-    (a read of a whole collection): unknown, so it may touch anything on its server."""
+    """The values a call addresses: its capture's and read-after's arguments when it has a capture; a create's read
+    of what it made and its inverse's arguments; else its inverse's arguments when it has one, else its own
+    arguments. None when they cannot be rendered, or name nothing (a read of a whole collection): unknown, so it may
+    touch anything on its server."""
     capture = step.action_definition.get("capture")
+    made = step.action_definition.get("read_after")
+    rendered: list[Any]
     try:
-        if isinstance(capture, dict):
+        if isinstance(made, dict) and not isinstance(capture, dict):  # a create's read of what it made
+            scope = {"input": step.input, "result": (step.result or {}).get("result")}
+            rendered = [render(made.get("arguments", {}), scope, "read_after.arguments")]
+            plan = step_inverse(step)
+            rendered += [plan.arguments] if plan is not None and plan.arguments is not None else []
+        elif isinstance(capture, dict):
             reads = [capture, after_read(capture) or {}]
             scope = {"input": step.input}
-            rendered: list[Any] = [render(read.get("arguments", {}), scope, "capture.arguments") for read in reads]
+            rendered = [render(read.get("arguments", {}), scope, "capture.arguments") for read in reads]
         else:
             plan = step_inverse(step)
             rendered = [plan.arguments] if plan is not None and plan.arguments is not None else [step.input]

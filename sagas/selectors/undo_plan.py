@@ -92,7 +92,7 @@ def verdict_of(step: Step) -> tuple[str, str]:
         plan = step_inverse(step)
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem
-        if not isinstance(step_contract(step).get("capture"), dict):
+        if not {"capture", "read_after"} & step_contract(step).keys():
             # Nothing was read around the call, so a change made to its target since cannot be seen: say so.
             return (
                 "would_undo",

@@ -254,3 +254,39 @@ def test_status_counts_sessions_past_its_limit(tmp_path: Path):
     shown, _ = _command("status", "--limit", "1")
     assert newer.id is not None and "overall: ok" not in shown
     assert "older sessions not shown: 0 waiting for an operator, 1 undone with calls left" in shown
+
+
+def _pack_reading_what_create_made(tmp_path: Path) -> Path:
+    """Sagaz's toybox pack, with its create_contact entry reading the contact it made right after the call."""
+    pack = json.loads(TOYBOX_PACK.read_text())
+    pack["entries"][0]["readAfter"] = {"tool": "get_contact", "args": {"id": "$.result.id"}}
+    path = tmp_path / "toybox-read-after.json"
+    path.write_text(json.dumps(pack))
+    return path
+
+
+@pytest.mark.parametrize("colleague", [False, True])
+def test_a_create_that_reads_what_it_made_is_checked_for_drift(tmp_path: Path, colleague: bool):
+    world = _world(tmp_path)
+    before = _contacts(world)
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(_pack_reading_what_create_made(tmp_path))])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> None:
+            async with connect(served.url, "legacy") as client:
+                await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
+
+        anyio.run(session)
+    step = Step.objects.get(action="proxy.toybox.create_contact")
+    assert step.result["post_state"]["email"] == "ada@example.com"  # read right after the call
+    if colleague:
+        _change(world, "c-4", email="ada@important.example")
+    report, code = _undo()
+    if colleague:  # their work is kept, and said so
+        assert (code, _verdicts(report)) == (1, [("create_contact", "drifted")])
+        assert "email changed since the call (read with get_contact)" in report["items"][0]["detail"]
+        assert _contacts(world)["c-4"]["email"] == "ada@important.example"
+    else:
+        assert (code, _verdicts(report)) == (0, [("create_contact", "undone")])
+        assert _contacts(world) == before

@@ -105,6 +105,8 @@ def _contract(call: CallFacts) -> dict[str, Any]:
         contract["compensation"] = inverse["compensation"]
         if "capture" in inverse:
             contract["capture"] = inverse["capture"]
+        elif "read_after" in inverse:
+            contract["read_after"] = inverse["read_after"]  # a create's read of what it made (no capture)
     return contract
 
 

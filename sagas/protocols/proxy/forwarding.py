@@ -110,9 +110,12 @@ class Forwarder:
             request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
         )
         after = after_read(capture) if capture is not None else None
-        if after is not None and outcome.get("captured") and not result.is_error:
+        made = self._made_read_spec(request) if capture is None else None
+        if ((after is not None and outcome.get("captured")) or made is not None) and not result.is_error:
+            # A captured call is read again; one without a capture (a create) reads what it made, from its answer.
+            made_by = {"result": payload_of(answer).value} if made is not None else {}
             with anyio.CancelScope(shield=True):  # the call was answered: a client gone now must not lose its record
-                outcome.update(await self._read_after(request, begun, after))
+                outcome.update(await self._read_after(request, begun, made or after or {}, made_by))
         await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
 
@@ -143,11 +146,21 @@ class Forwarder:
             return {"captured": True, "pre_state": read.state}
         return {"capture_outcome": read.outcome}
 
-    async def _read_after(self, request: ProxiedCall, begun: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    def _made_read_spec(self, request: ProxiedCall) -> dict[str, Any] | None:
+        """The pack entry's own `readAfter` (an entry without a capture: a create's read of what it made)."""
+        entry = self.pack_entry(request.server, request.tool)
+        made = entry.as_mcp_contract_parts().get("read_after") if entry else None
+        return dict(made) if isinstance(made, dict) else None
+
+    async def _read_after(
+        self, request: ProxiedCall, begun: dict[str, Any], read: dict[str, Any], made_by: dict[str, Any]
+    ) -> dict[str, Any]:
         """The read after the call (`read_after`): the state the undo expects to find. A read that fails keeps
-        nothing, and the undo falls back to comparing the call's own answer."""
+        nothing, and the undo falls back to comparing the call's own answer. `made_by` holds the call's answer
+        payload (`result`) for a read of what a create made."""
         try:
-            answer = await self._read(request, read, f"{begun['step_id']}:capture-after", "the read after")
+            key = f"{begun['step_id']}:capture-after"
+            answer = await self._read(request, read, key, "the read after", made_by)
         except CaptureFailed:
             return {}
         if answer.get("isError"):
@@ -155,11 +168,15 @@ class Forwarder:
         state = state_of(read, text=text_of(answer), payload=payload_of(answer).value)
         return {"read_after": True, "post_state": state}
 
-    async def _read(self, request: ProxiedCall, capture: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-        """One call of the capture tool with the call's arguments rendered in; its answer (scrubbed, wire form)."""
+    async def _read(
+        self, request: ProxiedCall, capture: dict[str, Any], key: str, where: str, made_by: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """One call of the capture tool with the call's arguments (and, for a read of what a create made, its
+        answer's payload) rendered in; its answer (scrubbed, wire form)."""
         try:
             # The registry's templating renders it, as it renders every capture and compensation.
-            arguments = render(capture["arguments"], {"input": request.arguments}, "capture.arguments")
+            scope = {"input": request.arguments, **(made_by or {})}
+            arguments = render(capture.get("arguments", {}), scope, "capture.arguments")
             read = await self.downstreams.call_tool(
                 request.server, capture["tool"], arguments, relay=request.relay, meta={IDEMPOTENCY_META_KEY: key}
             )
