@@ -79,8 +79,10 @@ def verdict_of(step: Step) -> tuple[str, str]:
         return "already_undone", "undone by an earlier rollback"
     if step.status in NOT_SENT:
         return "skipped", f"{step.status.lower()}: it never reached the world"
-    if step.status == StepStatus.FAILED and not step.uncertain_outcome:
-        return "skipped", "failed: the tool answered an error or the call was never sent"
+    if step.status == StepStatus.FAILED and not step.uncertain_outcome and not _changed_despite_error(step):
+        return "skipped", "failed: the tool answered an error or the call was never sent" + (
+            "" if _read_around(step) else " (nothing was read around it, so a change it made anyway is not seen)"
+        )
     if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
         return "skipped", "a read: nothing to undo"
     if _changed_nothing(step):
@@ -92,7 +94,7 @@ def verdict_of(step: Step) -> tuple[str, str]:
         plan = step_inverse(step)
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem
-        if not {"capture", "read_after"} & step_contract(step).keys():
+        if not _read_around(step):
             # Nothing was read around the call, so a change made to its target since cannot be seen: say so.
             return (
                 "would_undo",
@@ -112,6 +114,22 @@ def verdict_of(step: Step) -> tuple[str, str]:
     return "no_way_back", (
         f"class {effect_class}: no usable inverse was declared when it ran (a pack entry whose tools its server "
         "offers makes the next calls undoable)"
+    )
+
+
+def _read_around(step: Step) -> bool:
+    return bool({"capture", "read_after"} & step.action_definition.keys())
+
+
+def _changed_despite_error(step: Step) -> bool:
+    """The call answered an error, yet what its capture read right after it differs from what it read before: it
+    changed something (a batch that failed half-way), so its undo puts back the state read before."""
+    stored = step.result if isinstance(step.result, dict) else {}
+    return (
+        stored.get("is_error") is True
+        and "pre_state" in stored
+        and POST_STATE in stored
+        and stored[POST_STATE] != stored["pre_state"]
     )
 
 

@@ -290,3 +290,22 @@ def test_a_create_that_reads_what_it_made_is_checked_for_drift(tmp_path: Path, c
     else:
         assert (code, _verdicts(report)) == (0, [("create_contact", "undone")])
         assert _contacts(world) == before
+
+
+def test_a_call_that_answered_an_error_but_changed_the_world_is_undone(tmp_path: Path):
+    world = _world(tmp_path)
+    before = _contacts(world)
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> Any:
+            async with connect(served.url, "legacy") as client:
+                return await client.call_tool("update_contact", {"id": "c-1", "email": "partial@example.com"})
+
+        answered = anyio.run(session)
+    assert answered.is_error and _contacts(world)["c-1"]["email"] == "partial@example.com"
+    report, code = _undo()
+    # the read after the call showed the change the error answer did not admit: the undo puts it back
+    assert (code, _verdicts(report)) == (0, [("update_contact", "undone")])
+    assert _contacts(world) == before

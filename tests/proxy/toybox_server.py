@@ -12,7 +12,8 @@ stdio), for the pack tests: the same tools and arguments as the toybox pack expe
 The world is a JSON file (`{"contacts": {...}, "next": 3, "seen": {...}}`) the test reads and changes directly (a
 drift). A call carrying `_meta["io.semantic-saga/idempotency_key"]` that was seen before answers the first answer
 again without acting twice. `get_contact` of a missing id answers isError, as `create_contact` with the email
-`fail@example.com` does (a tool that refuses). `delete_contact` answers `{"id", "deleted": true}`, or, with
+`fail@example.com` does (a tool that refuses); `update_contact` to the email `partial@example.com` saves the change,
+then answers isError (a call that failed half-way). `delete_contact` answers `{"id", "deleted": true}`, or, with
 `--echo-deletes`, the row it deleted (as Sagaz's toybox and many servers do: every captured field, though the
 contact is gone).
 """
@@ -88,6 +89,8 @@ def act(data: dict[str, Any], tool: str, args: dict[str, Any], echo: bool = Fals
         return dict(contact), False
     if tool == "update_contact":
         contact.update({name: args[name] for name in FIELDS if name in args})
+        if args.get("email") == "partial@example.com":  # saved, then a failure to answer: it changed anyway
+            return {"error": "the mail server timed out after the contact was saved"}, True
         return dict(contact), False
     del contacts[contact["id"]]  # delete_contact
     return (dict(contact) if echo else {"id": contact["id"], "deleted": True}), False

@@ -111,8 +111,10 @@ class Forwarder:
         )
         after = after_read(capture) if capture is not None else None
         made = self._made_read_spec(request) if capture is None else None
-        if ((after is not None and outcome.get("captured")) or made is not None) and not result.is_error:
-            # A captured call is read again; one without a capture (a create) reads what it made, from its answer.
+        # A captured call is read again even when it answered an error: an error does not prove nothing changed
+        # (a batch that failed half-way), and the read after shows whether it did. One without a capture (a
+        # create) reads what it made, from its answer.
+        if (after is not None and outcome.get("captured")) or (made is not None and not result.is_error):
             made_by = {"result": payload_of(answer).value} if made is not None else {}
             with anyio.CancelScope(shield=True):  # the call was answered: a client gone now must not lose its record
                 outcome.update(await self._read_after(request, begun, made or after or {}, made_by))
