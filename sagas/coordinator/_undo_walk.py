@@ -22,7 +22,7 @@ import contextlib
 import contextvars
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.utils import timezone
@@ -193,9 +193,17 @@ def _walk_one(
     if not compensate(actor, saga_id, step.id, fence):
         return None
     step.refresh_from_db()
-    if step.status != StepStatus.COMPENSATED:
-        residues.add(step, refused=True)
-    return _outcome(step)
+    if step.status == StepStatus.COMPENSATED:
+        return _outcome(step)
+    residues.add(step, refused=True)
+    failed = _outcome(step)
+    if built_on := residues.built_on(step):  # the session's own later call may be why (it took the old name)
+        return replace(
+            failed,
+            detail=f"{failed.detail}; {built_on.label} of this session, which has no way back, "
+            "touches the same thing and may be why",
+        )
+    return failed
 
 
 def built_on_by(residue: Residue) -> str:

@@ -29,6 +29,8 @@ UNDO_COLUMNS = ["seq", "tool", "server", "class", "undo", "what"]
 SHOWS_INVERSE = frozenset({"undone", "would_undo", "drifted", "failed", "left"})
 # Verdicts that mean an undo did not finish: the command exits 1, the console shows an error.
 UNDO_FAILED = frozenset({"failed", "drifted"})
+# The detail of a dry run's `would undo` whose state differs now (sagas.coordinator.proxy.undo `_dry`).
+DEPENDS = "if undoing the newer calls puts back what it left"
 # Verdicts of calls an undo leaves in the world.
 WOULD_STAY = frozenset({"needs_decision", "no_way_back", "cannot_undo", "left", "drifted", "failed"})
 
@@ -112,5 +114,8 @@ def undo_summary(report: dict[str, Any]) -> str:
         stays = [item for item in report["items"] if item["verdict"] in WOULD_STAY]
         named = ", ".join(f"{item['tool']} ({undo_label(item['verdict'])})" for item in reversed(stays))
         would = f"the undo would leave {len(stays)} call(s): {named}" if stays else "the undo would leave nothing"
+        pending = sum(1 for item in report["items"] if item["verdict"] == "would_undo" and DEPENDS in item["detail"])
+        if pending:  # a difference read now that a newer inverse may or may not put back
+            would += f", or more: {pending} call(s) depend on what the newer inverses put back (see their rows)"
         return f"{summary}; the session is {report['status']}\n{would}"
     return f"{summary}; the session is {report['status']}"

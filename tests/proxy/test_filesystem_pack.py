@@ -270,3 +270,25 @@ def test_a_moved_file_changed_afterwards_refuses_the_move_and_leaves_what_it_sto
     assert "call 3 (move_file)" in items[1]["detail"] and "could not be undone" in items[1]["detail"]
     assert (world / "docs" / "notes.txt").read_text() == "a colleague's longer rewrite of the moved notes\n"
     assert not (world / "notes.txt").exists()
+
+
+def test_a_move_back_blocked_by_the_sessions_own_new_file_says_so(
+    tmp_path: Path, world: Path, filesystem: dict[str, Any]
+) -> None:
+    notes, moved = str(world / "notes.txt"), str(world / "docs" / "notes.txt")
+    _session(
+        tmp_path,
+        filesystem,
+        [
+            ("move_file", {"source": notes, "destination": moved}),
+            ("write_file", {"path": notes, "content": "a new file at the old name\n"}),
+        ],
+    )
+    items = refused_undo()
+    assert [(item["tool"], item["verdict"]) for item in items] == [
+        ("write_file", "needs_decision"),
+        ("move_file", "failed"),
+    ]
+    assert "call 2 (write_file) of this session, which has no way back, touches the same thing" in items[1]["detail"]
+    assert (world / "notes.txt").read_text() == "a new file at the old name\n"  # nothing overwritten
+    assert (world / "docs" / "notes.txt").read_text() == "alpha\nbeta\n"
