@@ -179,3 +179,29 @@ def test_an_entity_someone_else_added_to_since_is_not_deleted_by_the_undo(
     item = refused_undo()[0]  # a refused inverse fails the undo (exit 1)
     assert item["verdict"] == "drifted" and "entities changed since the call (read with open_nodes)" in item["detail"]
     assert _graph(memory)["entities"] == [_person("Ada", "math", "wrote the notes")]
+
+
+def test_entities_their_observations_and_a_relation_are_undone_as_one_session(tmp_path: Path, memory: dict[str, Any]):
+    # given the session: entities, observations on one of them, a relation between them
+    before = _graph(memory)
+    _session(
+        tmp_path,
+        memory,
+        [
+            (
+                "create_entities",
+                {"entities": [_person("Alice"), {"name": "Acme", "entityType": "company", "observations": []}]},
+            ),
+            ("add_observations", {"observations": [{"entityName": "Alice", "contents": ["likes tea"]}]}),
+            ("create_relations", {"relations": [{"from": "Alice", "to": "Acme", "relationType": "works_at"}]}),
+        ],
+    )
+    report = json.loads(command("undo", "--json"))
+    # then every call ran its own exact inverse, newest first: the session's own observation is no drift
+    assert [(item["tool"], item["verdict"]) for item in report["items"]] == [
+        ("create_relations", "undone"),
+        ("add_observations", "undone"),
+        ("create_entities", "undone"),
+    ]
+    assert report["outcome"]["state"] == "undone" and report["status"] == "ROLLED_BACK"
+    assert _graph(memory) == before
