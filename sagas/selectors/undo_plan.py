@@ -80,8 +80,9 @@ def verdict_of(step: Step) -> tuple[str, str]:
     if step.status in NOT_SENT:
         return "skipped", f"{step.status.lower()}: it never reached the world"
     if step.status == StepStatus.FAILED and not step.uncertain_outcome and not _changed_despite_error(step):
+        read_after = POST_STATE in (step.result if isinstance(step.result, dict) else {})
         return "skipped", "failed: the tool answered an error or the call was never sent" + (
-            "" if _read_around(step) else " (nothing was read around it, so a change it made anyway is not seen)"
+            "" if read_after else " (nothing was read after it, so a change it made anyway is not seen)"
         )
     if effect_class == "read" or step.action_definition.get("semantic", {}).get("reversibility") == "read_only":
         return "skipped", "a read: nothing to undo"

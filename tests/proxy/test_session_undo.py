@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from governance.identity.principal import local_principal
 from sagas.coordinator._undo_walk import UndoWatch, watching
@@ -225,6 +227,11 @@ def test_an_undo_stopped_part_way_says_so_and_resumes_without_repeating(tmp_path
     assert session.status == "ROLLING_BACK" and session.lease_expires_at is None
     shown, _ = _command("status")
     assert "undo interrupted: 2 of 5 done; run undo again" in shown and "overall: needs an operator" in shown
+    # while a runner holds the session (alive, or killed outright until its lease lapses), status is not "ok" either
+    Saga.objects.filter(pk=session.pk).update(lease_expires_at=timezone.now() + timedelta(seconds=30))
+    shown, _ = _command("status")
+    assert "overall: an undo is running" in shown and "undoing: 2 of 5 done" in shown
+    Saga.objects.filter(pk=session.pk).update(lease_expires_at=None)
     # then undo again resumes where it stopped, and no inverse is sent twice
     report, code = _undo()
     assert code == 0 and report["outcome"]["state"] == "undone"
@@ -309,3 +316,19 @@ def test_a_call_that_answered_an_error_but_changed_the_world_is_undone(tmp_path:
     # the read after the call showed the change the error answer did not admit: the undo puts it back
     assert (code, _verdicts(report)) == (0, [("update_contact", "undone")])
     assert _contacts(world) == before
+
+
+def test_a_failed_call_with_nothing_read_after_it_says_a_change_would_not_be_seen(tmp_path: Path):
+    world = _world(tmp_path)
+    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
+    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
+    with serve_proxy(config, call_path=journaled) as served:
+
+        async def session() -> Any:
+            async with connect(served.url, "legacy") as client:
+                return await client.call_tool("create_contact", {"name": "X", "email": "fail@example.com"})
+
+        assert anyio.run(session).is_error
+    report, _ = _undo("--dry-run")
+    assert _verdicts(report) == [("create_contact", "skipped")]
+    assert "nothing was read after it, so a change it made anyway is not seen" in report["items"][0]["detail"]

@@ -57,7 +57,8 @@ class Command(BaseCommand):
         everywhere = attention(proxy_sessions(actor))
         unseen_stuck = [pk for pk in everywhere.stuck if pk not in shown]
         unseen_left = [pk for pk in everywhere.with_calls_left if pk not in shown]
-        overall, colour = _overall(bool(waiting or held or unseen_stuck), bool(residue or unseen_left))
+        running = [line for line in lines if line.undo is not None and line.undo.state == "undoing"]
+        overall, colour = _overall(bool(waiting or held or unseen_stuck), bool(residue or unseen_left), bool(running))
         self.stdout.write(
             paint(f"overall: {overall}", colour)
             + f" ({len(lines)} session(s) shown, {len(held)} call(s) held for approval, {len(waiting)} session(s) "
@@ -65,7 +66,7 @@ class Command(BaseCommand):
         )
         if held:
             self.stdout.write("held calls: semantic-saga pending, then approve ID or deny ID")
-        for line in waiting + residue:
+        for line in waiting + residue + running:
             if line.undo is not None:
                 self.stdout.write(f"session {line.id[-8:]}: {line.undo.summary}")
         if unseen_stuck or unseen_left:
@@ -76,11 +77,13 @@ class Command(BaseCommand):
             )
 
 
-def _overall(waiting: bool, residue: bool) -> tuple[str, str]:
+def _overall(waiting: bool, residue: bool, running: bool) -> tuple[str, str]:
     if waiting:
         return "needs an operator", "red"
     if residue:
         return "calls left in the world by an undo (below)", "yellow"
+    if running:  # a live runner, or one killed outright whose lease has not lapsed yet: not "ok" either way
+        return "an undo is running (below); look again when it ends", "yellow"
     return "ok", "green"
 
 
