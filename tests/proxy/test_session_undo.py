@@ -64,16 +64,22 @@ def _change(world: Path, contact: str, **fields: Any) -> None:
     world.write_text(json.dumps(data))
 
 
-def _session(tmp_path: Path, world: Path, calls: list[Call], *, pack: bool = True) -> Saga:
+def _answers(tmp_path: Path, world: Path, calls: list[Call], packs: list[Path], **config: Any) -> list[Any]:
+    """One agent session through the journaled proxy in front of the CRM (deletes echo their row): its answers."""
     server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--echo-deletes"]}
-    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)] if pack else [])
-    with serve_proxy(config, call_path=journaled) as served:
+    path = config_file(tmp_path, {"toybox": server}, packs=[str(pack) for pack in packs], **config)
+    with serve_proxy(path, call_path=journaled) as served:
 
         async def session() -> list[Any]:
             async with connect(served.url, "legacy") as client:
                 return [await client.call_tool(tool, arguments) for tool, arguments in calls]
 
-        answered = anyio.run(session)
+        return anyio.run(session)
+
+
+def _session(tmp_path: Path, world: Path, calls: list[Call], *, pack: bool = True) -> Saga:
+    """A session every call of which succeeded (Sagaz's toybox pack, or none): the session."""
+    answered = _answers(tmp_path, world, calls, [TOYBOX_PACK] if pack else [])
     assert not any(answer.is_error for answer in answered), [text(answer) for answer in answered]
     return Saga.objects.filter(kind="proxy_session").order_by("-created_at").first()  # type: ignore[return-value]
 
@@ -157,20 +163,15 @@ def test_a_change_outside_the_session_refuses_that_call_and_only_that_call(tmp_p
 
 
 def test_the_sessions_own_later_call_without_an_inverse_is_not_drift(tmp_path: Path):
-    # given no rule for update_contact's inverse on c-1 but a pack for the rest: a rule classes the second update C
+    # given a rule that classes update_contact C (a correction by hand), and a session ending with one
     world = _world(tmp_path)
-    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--echo-deletes"]}
     rules = [{"tool": "update_contact", "class": "C", "reason": "the second edit is a correction by hand"}]
-    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)], rules=rules)
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def session() -> None:
-            async with connect(served.url, "legacy") as client:
-                await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
-                await client.call_tool("delete_contact", {"id": "c-3"})
-                await client.call_tool("update_contact", {"id": "c-1", "name": "Grace H."})
-
-        anyio.run(session)
+    calls: list[Call] = [
+        ("create_contact", {"name": "Ada", "email": "ada@example.com"}),
+        ("delete_contact", {"id": "c-3"}),
+        ("update_contact", {"id": "c-1", "name": "Grace H."}),
+    ]
+    _answers(tmp_path, world, calls, [TOYBOX_PACK], rules=rules)
     report, code = _undo()
     # then nothing is called drift or blamed on someone: the update stays (C), the rest is undone
     assert _verdicts(report) == [
@@ -276,15 +277,8 @@ def _pack_reading_what_create_made(tmp_path: Path) -> Path:
 def test_a_create_that_reads_what_it_made_is_checked_for_drift(tmp_path: Path, colleague: bool):
     world = _world(tmp_path)
     before = _contacts(world)
-    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
-    config = config_file(tmp_path, {"toybox": server}, packs=[str(_pack_reading_what_create_made(tmp_path))])
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def session() -> None:
-            async with connect(served.url, "legacy") as client:
-                await client.call_tool("create_contact", {"name": "Ada", "email": "ada@example.com"})
-
-        anyio.run(session)
+    calls: list[Call] = [("create_contact", {"name": "Ada", "email": "ada@example.com"})]
+    _answers(tmp_path, world, calls, [_pack_reading_what_create_made(tmp_path)])
     step = Step.objects.get(action="proxy.toybox.create_contact")
     assert step.result["post_state"]["email"] == "ada@example.com"  # read right after the call
     if colleague:
@@ -302,15 +296,9 @@ def test_a_create_that_reads_what_it_made_is_checked_for_drift(tmp_path: Path, c
 def test_a_call_that_answered_an_error_but_changed_the_world_is_undone(tmp_path: Path):
     world = _world(tmp_path)
     before = _contacts(world)
-    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
-    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def session() -> Any:
-            async with connect(served.url, "legacy") as client:
-                return await client.call_tool("update_contact", {"id": "c-1", "email": "partial@example.com"})
-
-        answered = anyio.run(session)
+    (answered,) = _answers(
+        tmp_path, world, [("update_contact", {"id": "c-1", "email": "partial@example.com"})], [TOYBOX_PACK]
+    )
     assert answered.is_error and _contacts(world)["c-1"]["email"] == "partial@example.com"
     report, code = _undo()
     # the read after the call showed the change the error answer did not admit: the undo puts it back
@@ -320,15 +308,10 @@ def test_a_call_that_answered_an_error_but_changed_the_world_is_undone(tmp_path:
 
 def test_a_failed_call_with_nothing_read_after_it_says_a_change_would_not_be_seen(tmp_path: Path):
     world = _world(tmp_path)
-    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world)]}
-    config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
-    with serve_proxy(config, call_path=journaled) as served:
-
-        async def session() -> Any:
-            async with connect(served.url, "legacy") as client:
-                return await client.call_tool("create_contact", {"name": "X", "email": "fail@example.com"})
-
-        assert anyio.run(session).is_error
+    (answered,) = _answers(
+        tmp_path, world, [("create_contact", {"name": "X", "email": "fail@example.com"})], [TOYBOX_PACK]
+    )
+    assert answered.is_error
     report, _ = _undo("--dry-run")
     assert _verdicts(report) == [("create_contact", "skipped")]
     assert "nothing was read after it, so a change it made anyway is not seen" in report["items"][0]["detail"]
