@@ -32,7 +32,7 @@ from governance.identity.principal import Principal, system_principal
 from governance.identity.rbac import EXECUTE, authorize
 from registry.contracts import backoff_seconds
 from sagas.coordinator import _undo_walk, policy
-from sagas.coordinator._leases import LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
+from sagas.coordinator._leases import RELEASED, LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.compensation import compensate, runner_lost
 from sagas.errors import InvalidTransition
@@ -226,7 +226,7 @@ def _pause(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
     ROLLING_BACK; the next rollback or undo (or the recovery sweep) resumes it at once."""
     with locked_saga(saga_id, actor) as tx:
         if not runner_lost(tx, fence):
-            tx.update(tx.saga, lease_owner="", lease_expires_at=None)
+            tx.update(tx.saga, **RELEASED)
         return tx.saga
 
 

@@ -49,6 +49,7 @@ from sagas.coordinator._undo_walk import (
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
 from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoint
+from sagas.selectors.proxy_text import DEPENDS
 from sagas.selectors.scope import tenant_saga
 from sagas.selectors.undo_outcome import undo_outcome
 from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS, UndoItem, item, verdict_of
@@ -190,8 +191,7 @@ def _dry(step: Step, force: bool, residues: Residues, undoing: Residues) -> Undo
         return item(
             step,
             "would_undo",
-            f"its inverse would run if undoing the newer calls puts back what it left: now {drifted.reason}, "
-            f"and a difference still there then {then}",
+            f"its inverse would run {DEPENDS}: now {drifted.reason}, and a difference still there then {then}",
         )
     if built_on is not None:
         return item(step, LEFT, built_on_by(built_on))
