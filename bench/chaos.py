@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import chaos_check, chaos_setup
 from bench.chaos_downstream import HELD, HELD_TIMEOUT_MS, PACK
 from bench.chaos_drive import TOKENS, Api, Driver, Load, ShapeDriver, planned_shapes
-from bench.chaos_faults import KINDS, PROXY_KINDS, Injector
+from bench.chaos_faults import KINDS, NEEDS_A_PROXY, PROXY_KINDS, Injector
 from bench.chaos_fleet import Fleet, Supervisor
 from bench.chaos_proxied import NO_SESSION, close_held_sessions, drive_proxied
 from bench.chaos_sink import Sink
@@ -64,12 +64,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             "--database-url is required (or CHAOS_DATABASE_URL), e.g. postgresql://postgres@127.0.0.1:5432/chaos"
         )
     if not args.kinds:
-        args.kinds = ",".join(k for k in KINDS if args.proxies or k not in PROXY_KINDS)
+        args.kinds = ",".join(k for k in KINDS if args.proxies or k not in NEEDS_A_PROXY)
     unknown = set(args.kinds.split(",")) - set(KINDS)
     if unknown:
         parser.error(f"unknown fault kinds {sorted(unknown)}; choose from {', '.join(KINDS)}")
-    if not args.proxies and set(args.kinds.split(",")) & set(PROXY_KINDS):
-        parser.error(f"{', '.join(PROXY_KINDS)} needs a proxy: give --proxies 1 or leave it out of --kinds")
+    if not args.proxies and set(args.kinds.split(",")) & set(NEEDS_A_PROXY):
+        parser.error(f"{', '.join(NEEDS_A_PROXY)} needs a proxy: give --proxies 1 or leave it out of --kinds")
     if args.proxies < 0:
         parser.error("--proxies must be 0 or more")
     return args
@@ -175,7 +175,9 @@ def start_fleet(args: argparse.Namespace, fleet: Fleet, broker: str, work: Path,
         (work / "chaos_pack.json").write_text(json.dumps(PACK))
         config = work / "proxy.json"
         policy = {**HELD, "confirmTimeoutMs": HELD_TIMEOUT_MS}
-        proxy = {"servers": {"world": {"url": downstream}}, "packs": ["chaos_pack.json"], "policy": policy}
+        # The chaos world is the benchmark's own server: trusted on first use (an HTTP proxy reviews first by default).
+        world = {"url": downstream, "trust": "first-use"}
+        proxy = {"servers": {"world": world}, "packs": ["chaos_pack.json"], "policy": policy}
         config.write_text(json.dumps(proxy))
         for i in range(args.proxies):
             fleet.add_server(i, broker, tokens, proxy_config=config)
@@ -286,6 +288,7 @@ def report(
         "faults": dict(sorted(injector.faults.counts.items())),
         "fault_cycles": sum(injector.faults.counts.values()),
         "held_calls_killed": len(injector.faults.held_kills),
+        "notifications_flooded": injector.faults.notifications_flooded,
         "fault_errors": injector.faults.errors[:50],
         "sink_deliveries": len(deliveries),
         "downstream_calls": len(calls),
@@ -333,6 +336,7 @@ def table(result: dict[str, Any]) -> str:
         ("exited on their own, restarted", _exits(result["exits_on_their_own"])),
         ("sink requests / downstream MCP calls", f"{result['sink_deliveries']} / {result['downstream_calls']}"),
         ("  reads answered, journal line lost with a killed proxy", str(result["reads_unjournaled_after_proxy_kill"])),
+        ("  notifications the downstream flooded the proxy with", str(result["notifications_flooded"])),
         ("frozen workers' attempts fenced off", str(result["fenced_attempts"])),
         ("  late write refused + audited", str(result["fenced_refusals_audited"])),
         ("  never written (worker lost first)", str(len(result["fenced_unconfirmed"]))),

@@ -9,6 +9,11 @@ arrive here). Each call is appended to the record
 (tool, idempotency key from `_meta`, arguments) and flushed before it takes effect, so the record is the world's
 own account of what reached it, whatever happens to the proxy afterwards. Each answer is held back a little
 (`--max-delay`), so a proxy killed by the fault injector is often killed while a call is out.
+
+The notification flood fault (bench/chaos_faults.py) arms it over `POST /flood` (loopback, bounded): during each of
+its next `calls` calls, before answering, it sends the proxy at most `count` notifications (log messages, progress,
+list_changed, resources/updated and a method nobody knows, in turn) for at most `seconds`, as fast as the stream takes
+them; `GET /flood` says how many it sent in all. The proxy must drop what is past its rate and keep serving.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 IDEMPOTENCY_META_KEY = "io.semantic-saga/idempotency_key"  # what the proxy and kind: mcp actions send
 
@@ -46,6 +53,8 @@ TOOLS = [
 # The proxy's configuration beside the pack: chaos_hold always waits for a person, for as long as a run lasts.
 HELD = {"tools": [{"tool": "chaos_hold", "action": "confirm", "reason": "the held-call fault's tool"}]}
 HELD_TIMEOUT_MS = 3_600_000
+# The most one armed flood may ask for: calls flooded, notifications per call, seconds per call.
+FLOOD_LIMITS = {"calls": 10, "count": 20_000, "seconds": 5.0}
 PACK = {
     "name": "chaos",
     "description": "The chaos downstream's inverse: a put is undone by deleting what it stored.",
@@ -59,6 +68,8 @@ class World:
         self.max_delay = max_delay
         self.values: dict[str, str] = {}
         self.lock = threading.Lock()
+        self.flood = {"calls": 0, "count": 0, "seconds": 0.0}  # what the next calls send (calls left)
+        self.flooded = 0  # notifications sent by floods, in all
 
     def note(self, tool: str, key: str, args: dict[str, Any]) -> None:
         line = json.dumps({"tool": tool, "key": key, "args": args, "at": round(time.time(), 3)}, sort_keys=True)
@@ -87,12 +98,48 @@ def build_server(world: World) -> Server[Any]:
         elif params.name == "chaos_delete":
             world.values.pop(name, None)
         answer = {"name": name, "value": world.values.get(name)}
+        if world.flood["calls"] > 0:
+            world.flood["calls"] -= 1
+            world.flooded += await _flood(ctx, int(world.flood["count"]), float(world.flood["seconds"]))
         await anyio.sleep(random.uniform(0, world.max_delay))  # the answer is on its way: a kill now loses it
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=json.dumps(answer))], structured_content=answer
         )
 
     return Server("chaos-downstream", version="1.0.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _flood(ctx: ServerRequestContext[Any], count: int, seconds: float) -> int:
+    """Notifications on the call's own stream, every kind in turn, until `count` were sent or `seconds` passed."""
+    # The request's private channel: a method nobody knows has no typed send in the SDK.
+    outbound = ctx.session._request_outbound
+    kinds = [
+        ("notifications/message", {"level": "info", "logger": "chaos-flood", "data": "flood"}),
+        ("notifications/progress", {"progressToken": ctx.request_id, "progress": 1}),
+        ("notifications/tools/list_changed", None),
+        ("notifications/resources/updated", {"uri": "file:///chaos/flood"}),
+        ("notifications/chaos/noise", {"padding": "x" * 64}),
+    ]
+    sent, deadline = 0, anyio.current_time() + seconds
+    while sent < count and anyio.current_time() < deadline:
+        method, params = kinds[sent % len(kinds)]
+        await outbound.notify(method, params)
+        sent += 1
+    return sent
+
+
+def flood_endpoint(world: World) -> Any:
+    """POST {"calls", "count", "seconds"} arms the next calls' flood (each clamped to FLOOD_LIMITS); GET (and the
+    POST's answer) says how many notifications floods sent in all."""
+
+    async def endpoint(request: Request) -> JSONResponse:
+        if request.method == "POST":
+            asked = await request.json()
+            for key, limit in FLOOD_LIMITS.items():
+                world.flood[key] = type(limit)(min(max(asked.get(key, 0), 0), limit))
+        return JSONResponse({"flooded": world.flooded, "armed_calls": world.flood["calls"]})
+
+    return endpoint
 
 
 def main() -> None:
@@ -103,7 +150,9 @@ def main() -> None:
     args = parser.parse_args()
     import uvicorn
 
-    app = build_server(World(Path(args.record), args.max_delay)).streamable_http_app(streamable_http_path="/mcp")
+    world = World(Path(args.record), args.max_delay)
+    app = build_server(world).streamable_http_app(streamable_http_path="/mcp")
+    app.add_route("/flood", flood_endpoint(world), methods=["GET", "POST"])
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

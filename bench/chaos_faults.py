@@ -3,8 +3,9 @@
 Kinds: SIGKILL a prefork pool child (its parent forks a new one), SIGKILL a whole worker (parent and children)
 and start it again, SIGKILL a `serve` replica or the proxy and start it again, SIGKILL the proxy while it holds a
 call for a person (the call must be withdrawn, never sent), terminate the product's PostgreSQL backends, restart
-the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then SIGCONT it, and make
-the sink delay or drop its next answers after it applied their effect.
+the private Redis (its queue is lost: no persistence), SIGSTOP a worker past its lease then SIGCONT it, make
+the sink delay or drop its next answers after it applied their effect, and make the downstream MCP server flood the
+proxy with notifications during its next calls (bounded: bench/chaos_downstream.py FLOOD_LIMITS).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import psycopg
 
 from bench.chaos_fleet import Fleet, Member
@@ -35,8 +37,12 @@ KINDS = (
     "worker_sigstop",
     "sink_delay_after_apply",
     "sink_drop_after_apply",
+    "downstream_notification_flood",
 )
-PROXY_KINDS = ("proxy_sigkill", "proxy_held_sigkill")  # only with a proxy replica (bench/chaos.py --proxies)
+PROXY_KINDS = ("proxy_sigkill", "proxy_held_sigkill")  # the proxy replica is killed (bench/chaos.py --proxies)
+NEEDS_A_PROXY = (*PROXY_KINDS, "downstream_notification_flood")  # only with a proxy replica and its downstream
+# One flood fault: the downstream's next calls each send this many notifications at most, for this long at most.
+FLOOD = {"calls": 3, "count": 5000, "seconds": 2.0}
 HELD_SECONDS = 15.0  # how long the held-call fault waits for its call to be held before it gives up
 ACTION_TIMEOUT_SECONDS = 2  # the chaos actions' timeout_seconds (bench/chaos.py)
 
@@ -59,6 +65,7 @@ class Faults:
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind), wall clock
     last_fault_at: float = 0.0
     held_kills: list[tuple[str, str]] = field(default_factory=list)  # (session saga, held node) whose holder died
+    notifications_flooded: int = 0  # what the downstream sent the proxy during floods, in all (read at stop)
 
 
 class Injector:
@@ -84,6 +91,9 @@ class Injector:
         self._stop.set()
         self._thread.join(timeout)
         self.sink.disarm()
+        if self.fleet.downstream is not None:
+            with contextlib.suppress(httpx.HTTPError):  # no figure rather than no report
+                self.faults.notifications_flooded = _flood(self.fleet.downstream.port, {"calls": 0})["flooded"]
 
     def _loop(self) -> None:
         while not self._stop.wait(self.random.uniform(0.5, 1.5) * self.interval):
@@ -188,6 +198,14 @@ class Injector:
     def sink_drop_after_apply(self) -> None:
         self.sink.arm("drop", self.random.randint(1, 3))
 
+    def downstream_notification_flood(self) -> None:
+        """The downstream floods the proxy with notifications during its next calls (log messages and progress
+        relayed to the agents in flight, list_changed, resources/updated, unknown methods): the proxy must drop what
+        is past its rate and keep every invariant."""
+        if self.fleet.downstream is None:
+            raise RuntimeError("no downstream MCP server to flood from (run with --proxies 1)")
+        _flood(self.fleet.downstream.port, FLOOD)
+
 
 def hold_a_call(url: str, name: str, held: threading.Event) -> None:
     """An agent's session calling chaos_hold, which the proxy holds until it is killed (its answer never comes);
@@ -225,6 +243,14 @@ def _held_call(pg_url: str, client_name: str) -> tuple[str, str] | None:
     with psycopg.connect(pg_url, autocommit=True, application_name="chaos-injector") as conn:
         row = conn.execute(sql, [client_name]).fetchone()
     return (str(row[0]), str(row[1])) if row else None
+
+
+def _flood(port: int, armed: dict[str, Any]) -> dict[str, Any]:
+    """Arm the downstream's flood (loopback only); its answer: {"flooded": notifications sent so far, ...}."""
+    answer = httpx.post(f"http://127.0.0.1:{port}/flood", json=armed, timeout=10)
+    answer.raise_for_status()
+    result: dict[str, Any] = answer.json()
+    return result
 
 
 def signal_pid(pid: int, sig: int) -> None:

@@ -28,6 +28,8 @@ from bench.chaos_fleet import Fleet
 PROXY_PATH = "/proxy/mcp"
 NO_SESSION = "NO_SESSION"  # the proxy died before it opened one: nothing was journaled or sent
 CALL_SECONDS = 20.0  # one call's answer; the downstream answers within 0.3 s, the rest is the proxy's journaling
+# How long the operator waits for an answered read's step (written behind its answer) before ending the session.
+JOURNALED_SECONDS = 10.0
 
 
 def drive_proxied(api: Api, fleet: Fleet, index: int, deadline: float) -> SagaRun:
@@ -35,10 +37,13 @@ def drive_proxied(api: Api, fleet: Fleet, index: int, deadline: float) -> SagaRu
     started = time.monotonic()
     name = f"chaos-proxied-{index}"
     try:
-        _session(fleet, name, index)
+        outcome = _session(fleet, name, index)
         run.saga_id = _find_session(name)
         if run.saga_id:
-            _finish(api, run, index % 2 == 0, deadline)
+            # A session whose calls were all answered is ended once each has its step: a read's is written behind
+            # its answer (docs/proxy.md), later still while the proxy is busy (a notification flood).
+            answered = len(_plan(index)) if outcome == "done" else 0
+            _finish(api, run, index % 2 == 0, deadline, answered)
         else:
             run.status = NO_SESSION
     except ApiError as exc:
@@ -47,15 +52,15 @@ def drive_proxied(api: Api, fleet: Fleet, index: int, deadline: float) -> SagaRu
     return run
 
 
-def _session(fleet: Fleet, name: str, index: int) -> None:
-    """Connect (retrying while the proxy is down) and make the calls until one gets no answer."""
+def _session(fleet: Fleet, name: str, index: int) -> str:
+    """Connect (retrying while the proxy is down) and make the calls until one gets no answer; 'done' or 'lost'."""
     give_up = time.monotonic() + REQUEST_DEADLINE
     while True:
         member = fleet.proxies[index % len(fleet.proxies)]
         url = f"http://127.0.0.1:{member.port}{PROXY_PATH}"
         outcome = anyio.run(_calls, url, name, index)
         if outcome != "not connected":
-            return
+            return outcome
         if time.monotonic() > give_up:
             raise ApiError(f"proxy {member.name}: no session within {REQUEST_DEADLINE:.0f}s")
         time.sleep(0.2)
@@ -106,15 +111,18 @@ def _find_session(name: str) -> str:
     return str(found) if found else ""
 
 
-def _finish(api: Api, run: SagaRun, commit: bool, deadline: float) -> None:
-    """As the session's operator: once no call is in flight, commit or roll back; poll until terminal."""
+def _finish(api: Api, run: SagaRun, commit: bool, deadline: float, answered: int = 0) -> None:
+    """As the session's operator: once no call is in flight and the `answered` calls each have a step (or
+    JOURNALED_SECONDS passed: a killed proxy loses a read's line), commit or roll back; poll until terminal."""
     base = f"/sagas/{run.saga_id}"
+    journaled_by = time.monotonic() + JOURNALED_SECONDS
     while time.monotonic() < deadline:
         saga = api.call("GET", f"{base}/")
         run.status = saga["status"]
         if run.status in TERMINAL:
             return
-        if run.status == "ACTIVE" and not _in_flight(run.saga_id):
+        journaled = time.monotonic() > journaled_by or _steps(run.saga_id) >= answered
+        if run.status == "ACTIVE" and not _in_flight(run.saga_id) and journaled:
             # 409/4xx: the other verb is needed (a call with an unknown outcome cannot be committed) or a repeated
             # request's first answer was lost; the next poll reads the truth.
             verb = "commit" if commit else "rollback"
@@ -132,6 +140,17 @@ def _in_flight(saga_id: str) -> bool:
 
     try:
         return Step.objects.filter(saga_id=saga_id, status="EXECUTING").exists()
+    finally:
+        connections.close_all()
+
+
+def _steps(saga_id: str) -> int:
+    from django.db import connections
+
+    from sagas.models import Step
+
+    try:
+        return Step.objects.filter(saga_id=saga_id).count()
     finally:
         connections.close_all()
 

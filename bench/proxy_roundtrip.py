@@ -40,7 +40,10 @@ def start_downstream(children: Children) -> tuple[Child, str]:
 def proxy_config(downstream_url: str) -> dict[str, Any]:
     """The proxy configuration: the no-op downstream, its token as a header, and `noop` gated allow."""
     return {
-        "servers": {"bench": {"url": downstream_url, "headers": {"Authorization": f"Bearer {TOKEN}"}}},
+        # The benchmark's own server: trusted on first use (an HTTP proxy reviews every tool first by default).
+        "servers": {
+            "bench": {"url": downstream_url, "headers": {"Authorization": f"Bearer {TOKEN}"}, "trust": "first-use"}
+        },
         "policy": {"tools": [{"tool": "noop", "action": "allow", "reason": "the benchmark's no-op"}]},
     }
 

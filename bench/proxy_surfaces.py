@@ -56,7 +56,8 @@ def stdio_config() -> dict[str, Any]:
 
 
 def http_config(downstream_url: str) -> dict[str, Any]:
-    server = {"url": downstream_url, "headers": {"Authorization": f"Bearer {TOKEN}"}}
+    # The benchmark's own server: trusted on first use (an HTTP proxy reviews every tool first by default).
+    server = {"url": downstream_url, "headers": {"Authorization": f"Bearer {TOKEN}"}, "trust": "first-use"}
     return {"servers": {server_name(): server}, "policy": read_policy()}
 
 

@@ -43,7 +43,7 @@ class ActionDefinition(models.Model):
 class ToolPinStatus(models.TextChoices):
     APPROVED = "approved", "approved"  # the server lists the pinned definition
     CHANGED = "changed", "changed"  # the server lists another definition than the pinned one
-    PENDING = "pending", "pending"  # appeared after its server's first listing: nothing pinned yet
+    PENDING = "pending", "pending"  # nothing pinned yet: new since its server's first listing, or held for review
 
 
 class ToolPin(models.Model):
@@ -63,6 +63,9 @@ class ToolPin(models.Model):
     seen_at = models.DateTimeField(auto_now=True)
     accepted_at = models.DateTimeField(null=True, blank=True)
     accepted_by = models.CharField(max_length=200, blank=True, default="")
+    # Why a tool listed at its server's first listing was not trusted on first use (the deployment reviews every
+    # tool, or its definition shows signs of tool poisoning): readable lines shown to the operator who reviews it.
+    review_reasons = models.JSONField(default=list, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["server", "tool"], name="tool_pin_server_tool_uniq")]
@@ -70,3 +73,21 @@ class ToolPin(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server}/{self.tool} ({self.status})"
+
+
+class ListedServer(models.Model):
+    """A downstream server (by proxy server name) the proxy has listed at least once. Its first listing is the
+    moment of first use, whatever it held (nothing included): a tool that appears afterwards is a new tool, held
+    until an operator accepts it (registry.tool_pins)."""
+
+    server = models.CharField(max_length=200, unique=True)
+    first_listed_at = models.DateTimeField(auto_now_add=True)
+    # How its first listing was trusted: "first-use" (pinned as listed) or "review" (nothing until accepted).
+    trust = models.CharField(max_length=16)
+    tools_at_first_listing = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["server"]
+
+    def __str__(self) -> str:
+        return f"{self.server} (first listed {self.first_listed_at:%Y-%m-%d %H:%M}Z, {self.trust})"

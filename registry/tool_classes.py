@@ -13,7 +13,7 @@ The cascade, first hit wins, and its level is recorded as `source`:
     rule                    the operator's rules (glob on the tool name, optional server), in file order
     declared_compensation   a compensation pack entry or a `kind: mcp` contract declares the inverse -> R
     annotation              `readOnlyHint: true` -> read, unless the name holds a mutating verb (below)
-    heuristic               the first word of the tool name (table below)
+    heuristic               the tool name's verbs (registry.tool_lexicon, below)
     default                 nothing matched -> unknown
 
 The governing rule: R means "we know how to run the inverse". Only a declared inverse (or the operator) says so; a
@@ -22,16 +22,28 @@ is `unknown` (its inverse would be deleting what the answer names, but nothing d
 preview report, the gate and the undo plan all read that one class.
 
 Annotations are the server's own claims, and a server is not trusted to lower its own guard: an annotation never
-makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb anywhere,
-in any segment (`delete_all_users`, `purge_cache`, `users_delete`, `purge.cache`) does not make it a read: the name
-decides, and a name-based read becomes unknown (`purge_cache` stays I, `send_report` C). `destructiveHint:
-false` lowers nothing.
-Only an operator rule says otherwise. (Sagaz lets `readOnlyHint` win over the name.)
+makes a call less guarded than its name. `readOnlyHint: true` on a tool whose name holds a mutating verb, in any
+segment (`delete_all_users`, `purge_cache`, `users_delete`, `purge.cache`, `exec`, `dropdb`, `find_and_nuke`) does
+not make it a read: the name decides, and a name-based read becomes unknown (`purge_cache` stays I, `send_report`
+C, `exec` I). `destructiveHint: false` lowers nothing. Only an operator rule says otherwise. (Sagaz lets
+`readOnlyHint` win over the name.)
 
 Name heuristics look at the last segment of the name (after `.`, `/`, `:` or `__`), split into words at
-camelCase, `_` and `-`. A read verb first does not make a read when a mutating verb follows anywhere
-(`get_or_create_user` -> unknown). That is deliberately conservative: a noun spelled like a verb
-(`get_message`, `get_charge`) also lands on unknown, which a one-line rule fixes.
+camelCase, `_` and `-`, and read its verbs by the lexicon (registry.tool_lexicon: short and glued forms such as
+`rm`, `exec`, `dropdb`, `deleteall`, `deletecontacts`, `sqlexec`, inflections such as `deleting`, `deleted`,
+`transfers`, trailing digits as in `delete2`, phrases such as `get_rid_of`, `check_out`):
+
+    the name starts with a mutating verb      its class (`wire_money` I, `rm` unknown, `send_report` C)
+    it starts with a read verb                read, unless a mutating verb follows where it can be a verb
+                                              (`get_or_create_user`, `find_and_nuke` -> unknown)
+    anything else                             unknown (default)
+
+A verb that is as often a noun (`format`, `shell`, `exec`, `wire`, `checkout`, a glued word) is a read verb's
+object (`get_format`, `read_shell_history` stay reads) unless a conjunction makes it a verb again
+(`find_and_exec`); every other verb counts anywhere, and a plural after a read verb is a noun (`list_transfers` is
+a read). That is
+deliberately conservative: a noun spelled like a verb (`get_message`, `get_charge`) lands on unknown, which a
+one-line rule fixes.
 """
 
 from __future__ import annotations
@@ -42,7 +54,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-EffectClass = Literal["read", "R", "C", "I", "unknown"]
+from registry.tool_lexicon import READ_VERBS, VERB_CLASSES, Verb, segment_verbs
+from registry.tool_lexicon import EffectClass as EffectClass  # named here too: the classes' own module
+
 EFFECT_CLASSES: tuple[EffectClass, ...] = ("read", "R", "C", "I", "unknown")
 ClassSource = Literal["rule", "declared_compensation", "pack", "annotation", "heuristic", "default"]
 
@@ -100,94 +114,6 @@ def class_meaning(effect_class: str, *, has_inverse: bool) -> ClassMeaning:
     return CLASS_MEANING.get(effect_class, CLASS_MEANING["unknown"])
 
 
-_READ_VERBS = ("list", "get", "read", "search", "find", "fetch", "query", "describe", "show", "count", "check", "view")
-# First word -> class, with the why that goes into the reason. Read verbs are handled apart (see _by_name).
-_VERB_TABLE: tuple[tuple[EffectClass, str, tuple[str, ...]], ...] = (
-    (
-        "unknown",
-        "a create could be undone by deleting what its answer names, but no pack declares that inverse, and only a "
-        "declared inverse makes a call R",
-        ("create",),
-    ),
-    (
-        "C",
-        "it cannot be unsent, only corrected afterwards",
-        ("send", "post", "publish", "notify", "message", "reply", "comment"),
-    ),
-    (
-        "I",
-        "nothing undoes it once it has happened",
-        tuple(
-            [
-                "transfer",
-                "pay",
-                "charge",
-                "execute",
-                "drop",
-                "wipe",
-                "purge",
-                "destroy",
-                "cancel",
-                "refund",
-                "kill",
-                "terminate",
-                "erase",
-                "truncate",
-            ]
-        ),
-    ),
-    (
-        "unknown",
-        "its inverse needs the previous state, which a name does not give",
-        tuple(
-            [
-                "update",
-                "delete",
-                "remove",
-                "set",
-                "patch",
-                "put",
-                "run",
-                "add",
-                "insert",
-                "write",
-                "reset",
-                "revoke",
-                "grant",
-                "deploy",
-                "restart",
-                "submit",
-                "approve",
-                "reject",
-                "archive",
-                "move",
-                "replace",
-                "rename",
-                "edit",
-                "modify",
-                "upsert",
-                "merge",
-                "assign",
-                "upload",
-                "import",
-                "save",
-                "apply",
-                "push",
-                "restore",
-                "clear",
-                "enable",
-                "disable",
-                "invite",
-                "schedule",
-                "trigger",
-            ]
-        ),
-    ),
-)
-_VERB_CLASSES: dict[str, tuple[EffectClass, str]] = {
-    verb: (effect_class, why) for effect_class, why, verbs in _VERB_TABLE for verb in verbs
-}
-_MUTATING_VERBS = frozenset(_VERB_CLASSES)
 _NAMESPACE_SEPARATORS = re.compile(r"__|[./:]")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _WORD_SEPARATORS = re.compile(r"[_\-\s]+")
@@ -246,11 +172,11 @@ def classify(
     by_name = _by_name(tool_name)
     if not _hint(annotations, "readOnlyHint", "read_only_hint"):
         return by_name
-    mutating = next((word for word in name_words(tool_name, every_segment=True) if word in _MUTATING_VERBS), None)
+    mutating = mutating_verb(tool_name)
     if mutating is None:
         return Classification("read", "annotation", "the server declares readOnlyHint: true")
     why = (
-        f"the server declares readOnlyHint: true, but the name holds {mutating!r}, a mutating verb, and an "
+        f"the server declares readOnlyHint: true, but the name holds {mutating.spelled}, a mutating verb, and an "
         "annotation never makes a call less guarded than its name"
     )
     if by_name.effect_class in ("read", "R"):
@@ -258,31 +184,38 @@ def classify(
     return Classification(by_name.effect_class, by_name.source, f"{by_name.reason}; {why}")
 
 
-def name_words(tool_name: str, *, every_segment: bool = False) -> list[str]:
+def name_words(tool_name: str) -> list[str]:
     """The lowercase words of a tool name's last segment: `gmail.sendEmail` -> ["send", "email"],
-    `crm__list_contacts` -> ["list", "contacts"], `DropTable` -> ["drop", "table"]; with `every_segment`, of all
-    its segments (`purge.cache` -> ["purge", "cache"]), for the checks a verb anywhere must not escape."""
-    segments = _NAMESPACE_SEPARATORS.split(tool_name)
-    spaced = " ".join(_CAMEL_BOUNDARY.sub("_", segment) for segment in (segments if every_segment else segments[-1:]))
-    return [word.lower() for word in _WORD_SEPARATORS.split(spaced) if word]
+    `crm__list_contacts` -> ["list", "contacts"], `DropTable` -> ["drop", "table"]."""
+    segment = _NAMESPACE_SEPARATORS.split(tool_name)[-1]
+    return [word.lower() for word in _WORD_SEPARATORS.split(_CAMEL_BOUNDARY.sub("_", segment)) if word]
+
+
+def mutating_verb(tool_name: str) -> Verb | None:
+    """The first mutating verb of the name, in any segment (`purge.cache`, `crm__wipe/records`), where it can be a
+    verb (registry.tool_lexicon): None when the name holds none."""
+    for segment in _NAMESPACE_SEPARATORS.split(tool_name):
+        verbs = segment_verbs(name_words(segment))
+        if verbs:
+            return verbs[0]
+    return None
 
 
 def _by_name(tool_name: str) -> Classification:
     words = name_words(tool_name)
-    verb = words[0] if words else ""
-    if verb in _READ_VERBS:
-        mutating = next((word for word in words[1:] if word in _MUTATING_VERBS), None)
-        if mutating is None:
-            return Classification("read", "heuristic", f"the name starts with {verb!r}, a read verb")
+    verbs = segment_verbs(words)
+    if verbs and verbs[0].at == 0:
+        effect_class, why = VERB_CLASSES[verbs[0].verb]
+        return Classification(effect_class, "heuristic", f"the name starts with {verbs[0].spelled}: {why}")
+    if words and words[0] in READ_VERBS:
+        if not verbs:
+            return Classification("read", "heuristic", f"the name starts with {words[0]!r}, a read verb")
         return Classification(
             "unknown",
             "heuristic",
-            f"the name starts with the read verb {verb!r} but also contains {mutating!r}, a mutating verb; "
-            "a name alone never proves what a call does",
+            f"the name starts with the read verb {words[0]!r} but also contains {verbs[0].spelled}, a mutating "
+            "verb; a name alone never proves what a call does",
         )
-    if verb in _VERB_CLASSES:
-        effect_class, why = _VERB_CLASSES[verb]
-        return Classification(effect_class, "heuristic", f"the name starts with {verb!r}: {why}")
     return Classification(
         "unknown", "default", f"no rule, declared compensation, annotation or name heuristic decides {tool_name!r}"
     )

@@ -1,17 +1,26 @@
-"""Tool definitions pinned across sessions (trust on first use), the MCP proxy's tool quarantine.
+"""Tool definitions pinned across sessions, the MCP proxy's tool quarantine.
 
 A tool's definition is what decides what a call means and how an agent is told to use it: its name, title,
 description, input and output schemas and annotations (`tool_definition`), hashed with SHA-256 over canonical JSON.
-The first time the proxy lists a server no pin exists for, every tool it lists is pinned as seen (`approved`,
-accepted by "first use"). Afterwards:
+
+A server's first listing is its first use, whatever it holds (nothing included; `ListedServer` records it). How it
+is trusted is the server's trust mode:
+
+    first-use   every tool listed then is pinned as seen (`approved`, accepted by "first use"), except one whose
+                definition shows signs of tool poisoning (registry.tool_poisoning): that one is `pending`
+    review      nothing is trusted: every tool listed then is `pending` until an operator accepts it
+
+Afterwards:
 
     the server lists the pinned definition       -> approved
     it lists another definition of a pinned tool -> changed (the pin stays; what is seen is kept beside it)
     it lists a tool it did not list before       -> pending (nothing pinned yet)
 
 A changed or pending tool is never trusted by the proxy: each call of it is held for a person with what changed
-(`changes`), and only an operator's `accept` re-pins it (CLI `semantic-saga pins accept`, the console). Unlike
-MCPProxy's quarantine, which drops such a tool, it stays callable, call by call, with its diff in front of a person.
+(`changes`), and only an operator's `accept` re-pins it (CLI `semantic-saga pins accept`, the console). The accept
+names the definition the operator reviewed (its hash): if the server lists anything else by then, nothing is
+accepted (TOOL_DEFINITION_MOVED) and the new difference is shown. Unlike MCPProxy's quarantine, which drops such a
+tool, it stays callable, call by call, with its diff in front of a person.
 
 Every first pin, change seen and acceptance is control-plane evidence (audit.control_plane, the deployment's chain).
 """
@@ -19,7 +28,7 @@ Every first pin, change seen and acceptance is control-plane evidence (audit.con
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +42,15 @@ from audit.models import EventType
 from governance.errors import Forbidden, ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import DECIDE, READ, authorize
-from registry.models import ToolPin, ToolPinStatus
+from registry.models import ListedServer, ToolPin, ToolPinStatus
+from registry.tool_poisoning import poisoning_signs
 
 PINNED_KEYS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
 FIRST_USE = "first use"
+# A server's trust mode (its first listing trusted as listed, or reviewed tool by tool).
+TRUST_FIRST_USE = "first-use"
+TRUST_REVIEW = "review"
+TRUST_MODES = (TRUST_FIRST_USE, TRUST_REVIEW)
 # Rows written per statement (SQLite allows a few thousand parameters per statement).
 BATCH = 200
 # A diff says at most this many lines, each value clipped: enough to see what changed, never a flood.
@@ -77,18 +91,37 @@ class PinNotFound(ServiceError):
     code = "TOOL_PIN_NOT_FOUND"
 
 
-def observe(server: str, listed: Mapping[str, Mapping[str, Any]]) -> dict[str, PinState]:
-    """Record what `server` lists now (tool name -> tool_definition) and answer each tool's state."""
+def observe(
+    server: str,
+    listed: Mapping[str, Mapping[str, Any]],
+    *,
+    trust: str = TRUST_FIRST_USE,
+    other_tools: Collection[str] = (),
+) -> dict[str, PinState]:
+    """Record what `server` lists now (tool name -> tool_definition) and answer each tool's state. `trust` says how
+    the server's first listing is trusted; `other_tools` are the names the proxy's other servers list (a description
+    naming one of them is a sign of tool poisoning)."""
     hashes = {name: definition_hash(definition) for name, definition in listed.items()}
     with transaction.atomic(savepoint=False):
+        first = _first_listing(server, trust, len(listed))
         known = {pin.tool: pin for pin in ToolPin.objects.filter(server=server)}
-        first_use = not known
-        drafts = _new_pins(server, listed, hashes, known, first_use)
+        drafts = _new_pins(server, listed, hashes, known, first, other_tools)
         drafts += _seen_again(server, listed, hashes, known)
         for start in range(0, len(drafts), BATCH):  # a server listing thousands of tools stays within SQL's limits
             control_plane.record_changes(control_plane.SYSTEM_TENANT, drafts[start : start + BATCH])
         pins = {pin.tool: pin for pin in ToolPin.objects.filter(server=server) if pin.tool in listed}
     return {name: state_of(pins[name], listed[name]) for name in listed if name in pins}
+
+
+def _first_listing(server: str, trust: str, tools: int) -> str:
+    """The trust mode this listing is trusted by when it is the server's first (recorded now), else "": a tool that
+    appears in a later listing is new. Two processes listing a new server at once: one records it first."""
+    if trust not in TRUST_MODES:
+        raise ValueError(f"unknown trust mode {trust!r}: use one of {', '.join(TRUST_MODES)}")
+    _, created = ListedServer.objects.get_or_create(
+        server=server, defaults={"trust": trust, "tools_at_first_listing": tools}
+    )
+    return trust if created else ""
 
 
 def recheck(server: str, tool: str, listed: Mapping[str, Any]) -> PinState | None:
@@ -99,12 +132,18 @@ def recheck(server: str, tool: str, listed: Mapping[str, Any]) -> PinState | Non
 
 
 def state_of(pin: ToolPin, listed: Mapping[str, Any]) -> PinState:
-    """Whether `listed` is the pinned definition, and if not what differs from it."""
+    """Whether `listed` is the pinned definition, and if not what differs from it (and what looks poisoned)."""
     if pin.pinned_hash and pin.pinned_hash == definition_hash(listed):
         return PinState(ToolPinStatus.APPROVED, pin.pinned_hash, pin.pinned_definition, ())
     status = ToolPinStatus.CHANGED if pin.pinned_hash else ToolPinStatus.PENDING
-    changes = tuple(definition_changes(pin.pinned_definition, listed))
-    return PinState(status, pin.pinned_hash, pin.pinned_definition, changes)
+    if status == ToolPinStatus.PENDING and pin.review_reasons:
+        # Why it was not trusted when it was first listed (its signs of poisoning among them), and the signs of
+        # what it lists now if that is something else.
+        now = poisoning_signs(listed) if pin.seen_hash != definition_hash(listed) else ()
+        changes = (*pin.review_reasons, *now)
+    else:
+        changes = (*definition_changes(pin.pinned_definition, listed), *poisoning_signs(listed))
+    return PinState(status, pin.pinned_hash, pin.pinned_definition, changes[: CHANGES_SHOWN + 1])
 
 
 def _new_pins(
@@ -112,29 +151,55 @@ def _new_pins(
     listed: Mapping[str, Mapping[str, Any]],
     hashes: Mapping[str, str],
     known: Mapping[str, ToolPin],
-    first_use: bool,
+    first: str,
+    other_tools: Collection[str],
 ) -> list[Any]:
-    status = ToolPinStatus.APPROVED if first_use else ToolPinStatus.PENDING
+    """Pin the tools never listed before: trusted as listed only at a first-use first listing, and only when their
+    definition shows no sign of poisoning; else pending, with why."""
     now = timezone.now()
-    fresh = [
-        ToolPin(
-            server=server,
-            tool=name,
-            status=status,
-            pinned_definition=dict(listed[name]) if first_use else None,
-            pinned_hash=hashes[name] if first_use else "",
-            seen_definition=dict(listed[name]),
-            seen_hash=hashes[name],
-            accepted_at=now if first_use else None,
-            accepted_by=FIRST_USE if first_use else "",
+    fresh = []
+    for name in listed:
+        if name in known:
+            continue
+        reasons = _review_reasons(server, first, poisoning_signs(listed[name], other_tools))
+        trusted = first == TRUST_FIRST_USE and not reasons
+        fresh.append(
+            ToolPin(
+                server=server,
+                tool=name,
+                status=ToolPinStatus.APPROVED if trusted else ToolPinStatus.PENDING,
+                pinned_definition=dict(listed[name]) if trusted else None,
+                pinned_hash=hashes[name] if trusted else "",
+                seen_definition=dict(listed[name]),
+                seen_hash=hashes[name],
+                accepted_at=now if trusted else None,
+                accepted_by=FIRST_USE if trusted else "",
+                review_reasons=reasons,
+            )
         )
-        for name in listed
-        if name not in known
-    ]
     # Two proxies seeing a new server at once both insert: the unique (server, tool) keeps the first.
     ToolPin.objects.bulk_create(fresh, ignore_conflicts=True, batch_size=BATCH)
-    event = EventType.TOOL_PINNED if first_use else EventType.TOOL_DEFINITION_CHANGED
-    return [_evidence(event, pin, control_plane.process_actor()) for pin in fresh]
+    actor = control_plane.process_actor()
+    return [
+        _evidence(EventType.TOOL_PINNED if pin.pinned_hash else EventType.TOOL_DEFINITION_CHANGED, pin, actor)
+        for pin in fresh
+    ]
+
+
+def _review_reasons(server: str, first: str, signs: tuple[str, ...]) -> list[str]:
+    """What the operator reviewing a tool that was not trusted on first use is told."""
+    if first == TRUST_REVIEW:
+        why = [
+            f'server "{server}" is trusted by review: no tool it lists is trusted until an operator accepts it '
+            "(trust: review)"
+        ]
+    elif first == TRUST_FIRST_USE:
+        why = (
+            ["listed at its server's first listing, but its definition shows signs of tool poisoning:"] if signs else []
+        )
+    else:
+        why = ["a new tool: its server did not list it when the server was first seen, and nothing is pinned for it"]
+    return [*why, *signs]
 
 
 def _seen_again(
@@ -162,11 +227,16 @@ def pin_state(pin: ToolPin) -> PinState:
     return state_of(pin, pin.seen_definition)
 
 
-def accept(*, actor: Principal, server: str, tool: str) -> ToolPin:
-    """Trust what `server` lists now for `tool`: a person's decision (the `decide` capability, signed in, not
-    through a surface agents drive) of the deployment's own tenant (SAGA_DEFAULT_TENANT), since a pin applies to
-    every tenant's calls. Evidence TOOL_PIN_ACCEPTED. PinNotFound for a tool the proxy never listed; an approved
-    tool is left as it is."""
+class DefinitionMoved(ServiceError):
+    code = "TOOL_DEFINITION_MOVED"
+
+
+def accept(*, actor: Principal, server: str, tool: str, reviewed_hash: str) -> ToolPin:
+    """Trust the definition of `tool` the person reviewed (`reviewed_hash`, its `seen_hash` as they were shown it):
+    a person's decision (the `decide` capability, signed in, not through a surface agents drive) of the deployment's
+    own tenant (SAGA_DEFAULT_TENANT), since a pin applies to every tenant's calls. Evidence TOOL_PIN_ACCEPTED.
+    PinNotFound for a tool the proxy never listed; DefinitionMoved, with the new difference, when the server lists
+    anything else by now (nothing is accepted); an approved tool whose pin is the one reviewed is left as it is."""
     authorize(actor, DECIDE, "accept a tool definition")
     if actor.tenant_id != settings.SAGA_DEFAULT_TENANT or actor.through_an_agent_surface or not actor.authenticated:
         raise Forbidden(
@@ -181,29 +251,43 @@ def accept(*, actor: Principal, server: str, tool: str) -> ToolPin:
             message=f"No tool {tool[:64]!r} of server {server[:64]!r} has been listed by the proxy. "
             "`semantic-saga pins` lists the tools it knows."
         )
-    if pin.status == ToolPinStatus.APPROVED:
+    if pin.status == ToolPinStatus.APPROVED and pin.pinned_hash == reviewed_hash:
         return pin
     with transaction.atomic(savepoint=False):
         # Exactly what the person reviewed: a definition the server listed since is not accepted with it.
-        accepted = ToolPin.objects.filter(pk=pin.pk, seen_hash=pin.seen_hash).update(
+        accepted = ToolPin.objects.filter(pk=pin.pk, seen_hash=reviewed_hash or "-").update(
             pinned_definition=pin.seen_definition,
-            pinned_hash=pin.seen_hash,
+            pinned_hash=reviewed_hash,
             status=ToolPinStatus.APPROVED,
             accepted_at=timezone.now(),
             accepted_by=actor.principal_id,
+            review_reasons=[],
         )
+        pin.refresh_from_db()
         if accepted:
-            pin.refresh_from_db()
             who = control_plane.Actor(actor.principal_id, actor.principal_type)
-            evidence = [_evidence(EventType.TOOL_PIN_ACCEPTED, pin, who)]
-            control_plane.record_changes(control_plane.SYSTEM_TENANT, evidence)
+            control_plane.record_changes(
+                control_plane.SYSTEM_TENANT, [_evidence(EventType.TOOL_PIN_ACCEPTED, pin, who)]
+            )
     if not accepted:
-        raise PinNotFound(
-            "TOOL_DEFINITION_MOVED",
-            f"{server}/{tool[:64]} was listed with yet another definition while it was reviewed; nothing was accepted. "
-            "Review it again (`semantic-saga pins diff`).",
-        )
+        raise _moved(pin, reviewed_hash)
     return pin
+
+
+def _moved(pin: ToolPin, reviewed_hash: str) -> DefinitionMoved:
+    state = pin_state(pin)
+    now = "\n".join(f"  {line}" for line in state.changes) or "  it lists the trusted definition again"
+    reviewed = f"the definition you reviewed ({reviewed_hash[:12]})" if reviewed_hash else "no reviewed definition"
+    return DefinitionMoved(
+        message=f"{pin.server}/{pin.tool[:64]}: its server lists another definition ({pin.seen_hash[:12]}) than "
+        f"{reviewed}, so nothing was accepted. What it lists now, against the trusted one:\n{now}\n"
+        f"Review it again (`semantic-saga pins diff {pin.server}/{pin.tool[:64]}`, or the console's review page) and "
+        "accept what you see.",
+        server=pin.server,
+        tool=pin.tool,
+        seen_hash=pin.seen_hash,
+        changes=list(state.changes),
+    )
 
 
 def pins(*, actor: Principal, server: str = "", status: str = "") -> list[ToolPin]:

@@ -208,6 +208,9 @@ SAGA_PROXY_CONNECT_TIMEOUT_SECONDS: float = env.float("SAGA_PROXY_CONNECT_TIMEOU
 SAGA_PROXY_MAX_HELD_CALLS: int = env.int("SAGA_PROXY_MAX_HELD_CALLS", default=20)
 # A tool listing older than this is listed again before a non-read call is forwarded (0 = before every one).
 SAGA_PROXY_RELIST_SECONDS: float = env.float("SAGA_PROXY_RELIST_SECONDS", default=60.0)
+# How a downstream server's first listing is trusted when its configuration does not say (`trust`): "first-use",
+# "review", or "" (first-use for the stdio proxy, where the agent is the local operator's; review over HTTP).
+SAGA_PROXY_TRUST: str = env.str("SAGA_PROXY_TRUST", default="")
 
 if SAGA_PROXY_SESSION_IDLE_SECONDS < 1:
     raise ImproperlyConfigured(
@@ -225,6 +228,10 @@ for _timeout, _seconds, _low, _high in (
 ):
     if not _low <= _seconds <= _high:
         raise ImproperlyConfigured(f"{_timeout} must be between {_low:g} and {_high:g} seconds (got {_seconds:g}).")
+if SAGA_PROXY_TRUST not in ("", "first-use", "review"):
+    raise ImproperlyConfigured(
+        f"SAGA_PROXY_TRUST must be first-use or review, or unset for the default (got {SAGA_PROXY_TRUST!r})."
+    )
 if not 1 <= SAGA_PROXY_MAX_HELD_CALLS <= 10_000:
     raise ImproperlyConfigured(
         f"SAGA_PROXY_MAX_HELD_CALLS must be between 1 and 10000 (got {SAGA_PROXY_MAX_HELD_CALLS})."

@@ -63,6 +63,10 @@ class CallFacts(Facts):
     gate_reason: str
     inverse: dict[str, Any] = Field(default_factory=dict)  # compensation (and capture) of a declared inverse
     inverse_source: str = ""
+    # The gate each tool the undo may send as this call's inverse would get as a call of its own, for this tenant
+    # and client, when the call was made: {tool: {"gate", "reason"}}. The undo honours it (a blocked inverse is never
+    # sent; a confirm one waits for a person).
+    inverse_gates: dict[str, dict[str, str]] = Field(default_factory=dict)
     confirm_timeout_seconds: float = 120.0
     method: str = ""  # "resources/read" | "prompts/get": a read by the protocol, not a tools/call
     held_as: HeldAs = "request"

@@ -13,6 +13,9 @@ DEFAULT_TENANT = "default"
 # The surfaces agents drive (MCP over HTTP and stdio, the proxy's own, A2A): a principal arriving through one of
 # them is an agent's, whatever its role, and never decides a call the MCP proxy holds (a person does).
 AGENT_PROTOCOLS = frozenset({"mcp", "stdio", "mcp-proxy", "mcp-proxy-stdio", "a2a"})
+# A command run with no terminal (a script, or an agent's shell running `semantic-saga` as the local operator): it
+# may do what the operator may, except what only a person present decides (a `confirm` inverse of an undo).
+UNATTENDED_CLI = "cli-unattended"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Literal
+from typing import Any, Literal
 
 GateAction = Literal["allow", "confirm", "block", "hide"]
 GATE_ACTIONS: tuple[GateAction, ...] = ("allow", "confirm", "block", "hide")
@@ -107,6 +107,29 @@ def gate_for(effect_class: str, tool: str, server: str, tenant: str, client: str
     # A class this map does not know (a newer classifier) waits for an operator rather than flowing unseen.
     action = DEFAULT_CLASS_GATES.get(effect_class, "confirm")
     return GateDecision(action, "default", f"class {effect_class}; default policy: class {effect_class} -> {action}")
+
+
+def gate_policy(raw: Mapping[str, Any]) -> GatePolicy:
+    """The gates of a proxy configuration's `policy` object (already validated by its schema)."""
+    timeout_ms = raw.get("confirmTimeoutMs")
+    return GatePolicy(
+        by_class=dict(raw.get("class", {})),
+        tools=tuple(
+            GateRule(
+                action=rule["action"],
+                tool=rule.get("tool", "*"),
+                server=rule.get("server", ""),
+                effect_class=rule.get("class", ""),
+                tenant=rule.get("tenant", ""),
+                client=rule.get("client", ""),
+                reason=rule.get("reason", ""),
+                approver=rule.get("approver", ""),
+            )
+            for rule in raw.get("tools", [])
+        ),
+        confirm_timeout_seconds=timeout_ms / 1000 if timeout_ms is not None else DEFAULT_CONFIRM_TIMEOUT_SECONDS,
+        approver=raw.get("approver", ""),
+    )
 
 
 def hidden(effect_class: str, tool: str, server: str, tenant: str, client: str, policy: GatePolicy) -> bool:

@@ -27,5 +27,6 @@ def journal_step(tx: Tx, pinned: Pinned, payload: dict[str, Any], node: Node | N
         **fields,
     )
     statements.insert_step(step)  # the ORM's save, without its per-call query building
+    tx.journal.note_new(step)
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
     return step

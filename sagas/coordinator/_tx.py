@@ -28,6 +28,7 @@ from django.utils import timezone
 from audit import chain, telemetry
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
+from sagas.coordinator._journal_digests import JournalWrites
 from sagas.coordinator.sql import pipeline, statements
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
 from sagas.models import Approval, Node, Saga, Step
@@ -57,6 +58,8 @@ class Tx:
         self._drafts: list[chain.EventDraft] = []
         self._saga_fields: dict[str, Any] = {}
         self.also_rows: list[list[tuple[Any, ...]]] = []  # rows of the reads made with the lock (locked_saga)
+        # A proxy session's journaled values written here, whose digests its events carry (issue 39).
+        self.journal = JournalWrites(saga.is_proxy_session, saga.id)
 
     def record(
         self,
@@ -111,6 +114,7 @@ class Tx:
             raise StaleState(message=stale)
         obj.status = to
         _apply(obj, {**stamp, **fields})
+        self.journal.note(obj, ("status", *fields))
         if event:
             self._record_transition(obj, event, to)
 
@@ -138,6 +142,7 @@ class Tx:
             statements.update_row(type(obj), obj.pk, {"updated_at": now, **fields})
         _apply(obj, fields)
         obj.updated_at = now
+        self.journal.note(obj, fields)
 
     def update_many(self, nodes: list[Node], **fields: Any) -> None:
         """`update` for several nodes of this saga in one statement (fan-out nudges)."""
@@ -178,6 +183,7 @@ class Tx:
 
     def flush(self) -> None:
         """Append the recorded events to the chain and write the saga row's gathered fields with the new head."""
+        self._drafts = self.journal.stamped(self._drafts, self.saga.audit_sequence)
         if self._drafts:
             head = (self.saga.audit_sequence, self.saga.audit_head_hash or None)
             rows = chain.link(saga_id=self.saga.id, tenant_id=self.saga.tenant_id, drafts=self._drafts, head=head)

@@ -29,19 +29,24 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.models import EventType as E
-from governance.identity.principal import Principal
+from governance.identity.principal import UNATTENDED_CLI, Principal
+from governance.identity.rbac import DECIDE, can
 from sagas import executor
+from sagas.coordinator._deciders import not_a_person
+from sagas.coordinator._inverse_gates import gate_now
+from sagas.coordinator._journal_digests import journal_refusal
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator._undo_drift import Drift, drift
 from sagas.coordinator._undo_residue import Residue, Residues
 from sagas.coordinator.compensation import compensate, fail, runner_lost
 from sagas.errors import InvalidTransition
 from sagas.models import Checkpoint, Saga, Step
-from sagas.selectors.undo_plan import UndoItem, item, proxy_section, verdict_of
+from sagas.selectors.journal_digests import SessionDigests, verified_digests
+from sagas.selectors.undo_plan import InverseGate, UndoItem, item, proxy_section, verdict_of
 from sagas.states import SagaKind, SagaStatus, StepStatus
 
 # Verdicts the walk records in the audit chain: what it leaves for a person, per call.
-LISTED = frozenset({"needs_decision", "no_way_back", "cannot_undo"})
+LISTED = frozenset({"needs_decision", "no_way_back", "cannot_undo", "inverse_blocked", "existed_before"})
 # A call with an inverse that the walk leaves because a newer call of the session stands on it (_undo_residue).
 LEFT = "left"
 
@@ -153,11 +158,12 @@ def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions)
     steps = steps_newest_first(saga_id, options)
     items: list[UndoItem] = []
     residues = Residues()
+    digests = verified_digests(saga_id)  # what each row must still match (issue 39)
     with executor.shared_connections():  # one connection per downstream server for the whole walk
         for step in steps:
             if stop_asked():
                 break
-            entry = _walk_one(actor, saga_id, fence, options, step, residues)
+            entry = _walk_one(actor, saga_id, fence, options, step, residues, digests)
             if entry is None:
                 break  # this runner lost its lease: the one that took over walks on
             items.append(entry)
@@ -167,9 +173,19 @@ def walk(actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions)
 
 
 def _walk_one(
-    actor: Principal, saga_id: uuid.UUID, fence: int, options: UndoOptions, step: Step, residues: Residues
+    actor: Principal,
+    saga_id: uuid.UUID,
+    fence: int,
+    options: UndoOptions,
+    step: Step,
+    residues: Residues,
+    digests: SessionDigests,
 ) -> UndoItem | None:
     """What the walk does with one call (None: the runner lost its lease)."""
+    if untrusted := journal_refusal(step, digests):  # an edited row is refused before anything reads it, force or not
+        _refuse(actor, saga_id, fence, step, untrusted.error)
+        residues.add(step, refused=True)
+        return untrusted.item
     verdict, detail = verdict_of(step)
     if verdict in LISTED:
         _list(actor, saga_id, fence, step, verdict)
@@ -181,6 +197,9 @@ def _walk_one(
         residues.add(step, refused=True)
         _list(actor, saga_id, fence, step, LEFT, behind=blocker.seq, why="behind_refused")
         return item(step, LEFT, behind_refused(blocker))
+    if (gate := gate_now(step)) is not None and (governed := _governed(actor, saga_id, fence, step, gate)):
+        residues.add(step, refused=governed.verdict == "needs_person")
+        return governed
     if not options.force and (drifted := drift(step)):
         built_on = None if drifted.unreadable else residues.built_on(step)
         if built_on is not None:
@@ -204,6 +223,33 @@ def _walk_one(
             "touches the same thing and may be why",
         )
     return failed
+
+
+def _governed(actor: Principal, saga_id: uuid.UUID, fence: int, step: Step, gate: InverseGate) -> UndoItem | None:
+    """What the inverse's gate (as it stands now: sagas.coordinator._inverse_gates) makes of the call, or None when
+    the inverse may be sent: a blocked inverse is never sent (the call is left, listed); one gated `confirm` is sent
+    only when the undo is a person's, which is their confirmation (an agent's own undo, the coordinator's retry and
+    a command run with no terminal leave it waiting for one)."""
+    if gate.action in ("block", "hide"):
+        _list(actor, saga_id, fence, step, "inverse_blocked")
+        detail = f"its inverse {gate.tool} is gated {gate.action} ({gate.reason}), so the undo never sends it"
+        return item(step, "inverse_blocked", f"{detail}: a person corrects it outside the proxy")
+    if gate.action != "confirm" or a_person(actor):
+        return None
+    whose = "ran with no terminal" if actor.protocol == UNATTENDED_CLI else f"is {actor.principal_id}'s, not a person's"
+    message = (
+        f"The inverse {gate.tool} was not sent: its gate is confirm ({gate.reason}), and this undo {whose}. A person "
+        "runs it: `semantic-saga undo` at a terminal, or Undo in the console (an operator of the session's tenant)."
+    )
+    _refuse(actor, saga_id, fence, step, {"code": "INVERSE_NEEDS_A_PERSON", "message": message, "retryable": False})
+    return item(step, "needs_person", message)
+
+
+def a_person(actor: Principal) -> bool:
+    """A person who may decide (the `decide` capability, signed in, through a surface agents do not drive); never
+    the coordinator's own principal, nor a command run with no terminal."""
+    unattended = actor.principal_type == "system" or actor.protocol == UNATTENDED_CLI
+    return not unattended and can(actor, DECIDE) and not_a_person(actor, "undo") is None
 
 
 def built_on_by(residue: Residue) -> str:

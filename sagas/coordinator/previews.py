@@ -80,6 +80,7 @@ def _dry_step(
     verdict = _verdict(tx, step, pinned, node)
     step.result = {"dry_run": True, "verdict": verdict["outside_preview"], "note": DRY_NOTE, **verdict}
     step.save(force_insert=True)
+    tx.journal.note_new(step)
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
     tx.record(
         E.STEP_DRY,

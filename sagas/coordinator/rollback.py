@@ -32,6 +32,7 @@ from governance.identity.principal import Principal, system_principal
 from governance.identity.rbac import EXECUTE, authorize
 from registry.contracts import backoff_seconds
 from sagas.coordinator import _undo_walk, policy
+from sagas.coordinator._deciders import not_the_sessions
 from sagas.coordinator._leases import RELEASED, LeaseRef, heartbeat, lease_deadline, seconds_from_now, worker_id
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.compensation import compensate, runner_lost
@@ -114,6 +115,10 @@ def _request(actor: Principal, saga_id: object, note: Callable[[Tx], None] | Non
                 "back. Nothing was changed."
                 + (" Undo committed work with a new saga." if saga.status == SagaStatus.COMMITTED else ""),
             )
+        if saga.kind == SagaKind.PROXY_SESSION and (
+            refused := not_the_sessions(actor, saga.creator_principal_id, str(saga.id))
+        ):
+            raise refused
         policy.safety_override(tx, "rollback")
         if saga.status in (SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED):
             error = {"code": "ROLLBACK_REQUESTED", "message": f"Rollback requested by {actor.principal_id}."}

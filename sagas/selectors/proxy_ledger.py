@@ -18,12 +18,13 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Checkpoint, Node, Saga, Step
+from sagas.selectors.journal_digests import Recorded, edits_of, recorded_digests
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 from sagas.selectors.short_ids import resolve
 from sagas.selectors.undo_outcome import UndoOutcome, left_words, undo_outcomes
 from sagas.selectors.undo_plan import undo_plan
-from sagas.states import NodeStatus, SagaKind, StepStatus
+from sagas.states import COMPENSABLE_STEP_STATES, NodeStatus, SagaKind, StepStatus
 
 LAST = "last"
 # A held call has not reached the world: an undo has nothing to do for it.
@@ -178,12 +179,13 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
     authorize(actor, READ, "get")
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
     listed, links = _undo_listed(saga), call_links(saga)
+    recorded = recorded_digests(saga.id)  # each row against the digests its chain holds (issue 39)
     rows = [
         replace(
             ledger_row(step),
             undo=str(listed.get(str(step.id), {}).get("verdict", "")),
             link=links.get(str(step.id)),
-            extra={"undo_plan": _plan(step, listed.get(str(step.id)))},
+            extra=_extra(step, listed.get(str(step.id)), recorded),
         )
         for step in steps
     ]
@@ -230,6 +232,19 @@ def _undo_listed(saga: Saga) -> dict[str, dict[str, Any]]:
     """step id -> the data of the UNDO_LISTED event an undo of the session recorded for it (its verdict, ...)."""
     events = AuditEvent.objects.filter(saga_id=saga.id, event_type=E.UNDO_LISTED).values_list("step_id", "data")
     return {step_id: data for step_id, data in events if isinstance(data, dict)}
+
+
+def _extra(step: Step, listed: dict[str, Any] | None, recorded: Recorded) -> dict[str, Any]:
+    """The --json line's `undo_plan`; for a row edited since it was journaled, `journal_edited` names the fields,
+    and an undo would refuse the call (as the walk does, sagas.coordinator._journal_digests)."""
+    edited = edits_of(step, recorded)
+    if not edited:
+        return {"undo_plan": _plan(step, listed)}
+    fields = [edit.field for edit in edited]
+    if step.status not in COMPENSABLE_STEP_STATES:
+        return {"undo_plan": _plan(step, listed), "journal_edited": fields}
+    detail = f"its row was edited outside Semantic Saga ({'; '.join(edit.label for edit in edited)}): undo refuses it"
+    return {"undo_plan": {"verdict": "edited", "detail": detail, "inverse": None}, "journal_edited": fields}
 
 
 def _plan(step: Step, listed: dict[str, Any] | None) -> dict[str, Any]:

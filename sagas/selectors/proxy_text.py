@@ -23,16 +23,21 @@ UNDO_VERDICTS: dict[str, tuple[str, str]] = {
     "failed": ("FAILED", "red+bold"),
     "left": ("left", "yellow"),
     "withdrawn": ("withdrawn", "yellow"),
+    # Refused because the call's journal row was edited, or its chain does not verify (issue 39): never --force'd.
+    "edited": ("refused: row edited", "red+bold"),
+    "unverified": ("refused: chain broken", "red+bold"),
 }
 UNDO_COLUMNS = ["seq", "tool", "server", "class", "undo", "what"]
 # Verdicts whose row names the inverse (what was, or would be, sent).
 SHOWS_INVERSE = frozenset({"undone", "would_undo", "drifted", "failed", "left"})
 # Verdicts that mean an undo did not finish: the command exits 1, the console shows an error.
-UNDO_FAILED = frozenset({"failed", "drifted"})
+UNDO_FAILED = frozenset({"failed", "drifted", "edited", "unverified"})
 # The detail of a dry run's `would undo` whose state differs now (sagas.coordinator.proxy.undo `_dry`).
 DEPENDS = "if undoing the newer calls puts back what it left"
 # Verdicts of calls an undo leaves in the world.
-WOULD_STAY = frozenset({"needs_decision", "no_way_back", "cannot_undo", "left", "drifted", "failed"})
+WOULD_STAY = frozenset(
+    {"needs_decision", "no_way_back", "cannot_undo", "left", "drifted", "failed", "edited", "unverified"}
+)
 
 
 def milliseconds(value: float | None) -> str:
@@ -51,8 +56,9 @@ def size(value: int | None) -> str:
 
 def call_status(row: LedgerRow) -> str:
     """A ledger row's status as the terminal shows it: `completed`, `failed (uncertain)`, `held (definition
-    changed)`, ..."""
+    changed)`, `completed (row edited)`, ..."""
     status = f"{row.status} (uncertain)" if row.uncertain else row.status
+    status += " (row edited)" if row.extra.get("journal_edited") else ""  # issue 39: undo refuses it
     return status + " (definition changed)" if row.definition_changed else status
 
 

@@ -38,10 +38,26 @@ LEFT_WORDS: dict[str, str] = {
     "needs_decision": "needs a decision",
     "no_way_back": "no way back",
     "cannot_undo": "cannot be undone",
+    "inverse_blocked": "its inverse is blocked by a gate",
+    "existed_before": "what it names existed before",
+    "needs_person": "its inverse waits for a person to undo",
     "left": "built on by a later call",
     "drifted": "changed outside the session",
     "failed": "its inverse failed",
     "unreadable": "its state could not be read",
+    # Its journal row no longer matches the digests the audit chain holds, or the chain does not verify (issue 39).
+    "edited": "its journal row was edited",
+    "unverified": "its session's audit chain does not verify",
+}
+# Verdicts of calls whose undo was refused or failed: the undo stopped on them.
+STUCK = frozenset({"drifted", "failed", "unreadable", "needs_person", "edited", "unverified"})
+# A compensation refused without being sent, by its code: the verdict a person reads.
+REFUSAL_VERDICTS = {
+    "STATE_DRIFTED": "drifted",
+    "STATE_UNREADABLE": "unreadable",
+    "INVERSE_NEEDS_A_PERSON": "needs_person",
+    "JOURNAL_ROW_EDITED": "edited",
+    "JOURNAL_CHAIN_BROKEN": "unverified",
 }
 UNDO_STATES = ("undone", "undone_with_calls_left", "undo_stopped", "undo_interrupted", "undoing")
 # A session's state in a table cell, once it was undone.
@@ -152,7 +168,7 @@ def _outcome(saga: Saga, steps: list[Step], listed: dict[str, dict[str, Any]], a
         summary = f"undone, {_calls(left)} left: {_named(left)}{kept}"
         return UndoOutcome("undone_with_calls_left", summary, done, total, left)
     if saga.status == SagaStatus.ROLLBACK_FAILED:
-        stuck = tuple(call for call in left if call.verdict in ("drifted", "failed", "unreadable"))
+        stuck = tuple(call for call in left if call.verdict in STUCK)
         summary = f"undo stopped: {_calls(stuck)} could not be undone ({_named(stuck)}); {done} of {total} done"
         rest = tuple(call for call in left if call not in stuck)
         summary += f"; also left: {_named(rest)}" if rest else ""
@@ -170,7 +186,7 @@ def _left(step: Step, listed: dict[str, dict[str, Any]]) -> LeftCall | None:
         return None
     if step.status == StepStatus.COMPENSATION_FAILED:
         code = (step.compensation_error or {}).get("code")
-        verdict = {"STATE_DRIFTED": "drifted", "STATE_UNREADABLE": "unreadable"}.get(str(code), "failed")
+        verdict = REFUSAL_VERDICTS.get(str(code), "failed")
     elif str(step.id) in listed:
         verdict = str(listed[str(step.id)].get("verdict", "needs_decision"))
     else:

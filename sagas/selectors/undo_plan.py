@@ -17,6 +17,7 @@ from registry.compensation_plan import InversePlan, inverse_plan
 from registry.contracts import has_compensation
 from registry.templating import references_forward_answer
 from sagas.models import Step
+from sagas.selectors.undo_existing import existed_before
 from sagas.states import StepStatus
 
 NOT_SENT = frozenset({StepStatus.REFUSED, StepStatus.DRY})
@@ -33,8 +34,9 @@ class UndoItem:
     tool: str
     server: str
     effect_class: str
-    # undone | would_undo | cannot_undo | needs_decision | no_way_back | skipped | already_undone | drifted | failed
-    # | left | withdrawn (a held call, never sent, that the undo ends)
+    # undone | would_undo | cannot_undo | needs_decision | no_way_back | inverse_blocked | existed_before | skipped
+    # | already_undone | drifted | failed | needs_person | left | withdrawn (a held call, never sent, that the undo
+    # ends)
     verdict: str
     detail: str
     inverse: dict[str, Any] | None = None  # {"tool", "arguments"} when an inverse is declared and can be built
@@ -95,6 +97,22 @@ def verdict_of(step: Step) -> tuple[str, str]:
         plan = step_inverse(step)
         if plan is not None and plan.problem:
             return "cannot_undo", plan.problem
+        compensation = step_contract(step)["compensation"]
+        if plan is not None and plan.arguments and (seen := existed_before(step, compensation, plan.arguments)):
+            return "existed_before", (
+                f"no inverse: its answer names what existed before it ({seen}), so {plan.tool} would remove what was "
+                "there before the session; a person checks what the call changed"
+            )
+        if (gate := inverse_gate(step)) is not None and gate.action in ("block", "hide"):
+            return "inverse_blocked", (
+                f"its inverse {gate.tool} is gated {gate.action} ({gate.reason}), so the undo never sends it: a "
+                "person corrects it outside the proxy"
+            )
+        if gate is not None and gate.action == "confirm":
+            return "would_undo", (
+                f"its inverse {gate.tool} is gated confirm: it runs when a person undoes the session (an agent's undo "
+                "leaves it waiting for one)"
+            )
         if not _read_around(step):
             # Nothing was read around the call, so a change made to its target since cannot be seen: say so.
             return (
@@ -116,6 +134,27 @@ def verdict_of(step: Step) -> tuple[str, str]:
         f"class {effect_class}: no usable inverse was declared when it ran (a pack entry whose tools its server "
         "offers makes the next calls undoable)"
     )
+
+
+@dataclass(frozen=True)
+class InverseGate:
+    tool: str
+    action: str
+    reason: str
+
+
+def inverse_gate(step: Step) -> InverseGate | None:
+    """The gate the inverse the undo would send got as a call of its own when the call was made (the proxy's
+    `inverse_gates`), or None where nothing was recorded (calls journaled before inverses were gated)."""
+    compensation = step_contract(step).get("compensation")
+    gates = proxy_section(step).get("inverse_gates")
+    if not isinstance(compensation, dict) or not isinstance(gates, dict):
+        return None
+    tool = str(compensation.get("tool", ""))
+    gate = gates.get(tool)
+    if not isinstance(gate, dict):
+        return None
+    return InverseGate(tool, str(gate.get("gate", "allow")), str(gate.get("reason", "")))
 
 
 def _read_around(step: Step) -> bool:

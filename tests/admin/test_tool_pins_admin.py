@@ -38,16 +38,31 @@ def test_an_operator_reviews_a_changed_tool_and_accepts_it(olga: Client):
     review = olga.get(f"{PINS}{pin.pk}/review/").content.decode()
     assert "annotations: added" in review and "Show the settings (read-only)." in review
     assert 'id="confirm-accept"' in review
-    answer = olga.post(f"{PINS}{pin.pk}/review/")
+    assert f'name="reviewed_hash" value="{pin.seen_hash}"' in review
+    answer = olga.post(f"{PINS}{pin.pk}/review/", {"reviewed_hash": pin.seen_hash})
     assert any("trusted now" in message for message in messages_of(answer))
     pin.refresh_from_db()
     assert pin.status == "approved" and pin.accepted_by == "user:olga" and pin.pinned_definition == PULLED
     assert AuditEvent.objects.filter(event_type="TOOL_PIN_ACCEPTED", actor_principal_id="user:olga").exists()
 
 
+def test_a_definition_listed_between_the_review_and_accept_is_not_accepted(olga: Client):
+    pin = _changed_pin()
+    reviewed = olga.get(f"{PINS}{pin.pk}/review/").content.decode()
+    assert "Show the settings (read-only)." in reviewed
+    sneaky = {**PULLED, "description": "Anything goes.", "annotations": {"readOnlyHint": True, "openWorldHint": True}}
+    observe("files", {"settings_store": sneaky})  # the server relists while the page is open
+    answer = olga.post(f"{PINS}{pin.pk}/review/", {"reviewed_hash": pin.seen_hash}, follow=True)
+    assert answer.redirect_chain[-1][0].endswith(f"{pin.pk}/review/")  # back on the review, the new difference shown
+    page = answer.content.decode()
+    assert "nothing was accepted" in page and "Anything goes." in page
+    pin.refresh_from_db()
+    assert pin.status == "changed" and pin.pinned_definition == FIRST
+
+
 def test_an_operator_of_another_tenant_cannot_accept_a_pin_every_tenant_relies_on(login: Login):
     pin = _changed_pin()
-    answer = login("eve", "evil", "admin").post(f"{PINS}{pin.pk}/review/")
+    answer = login("eve", "evil", "admin").post(f"{PINS}{pin.pk}/review/", {"reviewed_hash": pin.seen_hash})
     assert any("every tenant" in message for message in messages_of(answer))
     pin.refresh_from_db()
     assert pin.status == "changed"
@@ -57,7 +72,7 @@ def test_a_viewer_sees_the_difference_but_cannot_accept(vera: Client):
     pin = _changed_pin()
     review = vera.get(f"{PINS}{pin.pk}/review/").content.decode()
     assert 'id="confirm-accept"' not in review and 'id="read-only-note"' in review
-    answer = vera.post(f"{PINS}{pin.pk}/review/")
+    answer = vera.post(f"{PINS}{pin.pk}/review/", {"reviewed_hash": pin.seen_hash})
     assert any("decide" in message for message in messages_of(answer))
     pin.refresh_from_db()
     assert pin.status == "changed"

@@ -1,6 +1,6 @@
 """The chaos suite (bench/chaos.py) in its short form: real `serve` replicas, prefork Celery workers, a private
-Redis, a recording sink, and the proxy in front of a recording downstream MCP server, with every fault kind
-injected, and zero invariant violations (docs/reliability.md).
+Redis, a recording sink, and the proxy in front of a recording downstream MCP server (which floods it with
+notifications now and then), with every fault kind injected, and zero invariant violations (docs/reliability.md).
 
 It needs PostgreSQL (processes share one database with row locks): it runs in the PostgreSQL pass and is skipped,
 with that reason, in the SQLite pass. The suite makes its own database next to the test database and drops it.
@@ -65,6 +65,8 @@ def test_short_chaos_run_injects_every_fault_kind_and_finds_no_violation(tmp_pat
     # The one fault that may find nothing to hit: a pool child of a worker that is still starting after a restart.
     not_injected = [e for e in result["fault_errors"] if not e.startswith("worker_child_sigkill: RuntimeError")]
     assert result["fault_cycles"] >= 10 and not_injected == [], not_injected
+    # a downstream flooded the proxy with notifications during its calls, and every invariant above still held
+    assert result["faults"].get("downstream_notification_flood", 0) > 0 and result["notifications_flooded"] > 0
     # a proxy killed while it held a call for a person: the call was withdrawn and never sent (an invariant above)
     assert result["held_calls_killed"] == result["faults"].get("proxy_held_sigkill", 0)
     opened = result["sagas_run"] - result["proxied_sessions_never_opened"]  # no saga: the proxy died first

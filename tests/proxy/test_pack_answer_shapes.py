@@ -53,9 +53,9 @@ def _contacts(world: Path) -> dict[str, Any]:
     return dict(json.loads(world.read_text())["contacts"])
 
 
-def _session(tmp_path: Path, world: Path, answers: str, calls: list[Call]) -> list[Any]:
+def _session(tmp_path: Path, world: Path, answers: str, calls: list[Call], script: Path = TOYBOX) -> list[Any]:
     """One client session through the journaled proxy in front of the toybox answering in `answers`."""
-    server = {"command": sys.executable, "args": [str(TOYBOX), "--state", str(world), "--answers", answers]}
+    server = {"command": sys.executable, "args": [str(script), "--state", str(world), "--answers", answers]}
     config = config_file(tmp_path, {"toybox": server}, packs=[str(TOYBOX_PACK)])
     with serve_proxy(config, call_path=journaled) as served:
 
@@ -168,11 +168,11 @@ def test_a_call_that_cannot_be_undone_does_not_block_the_older_ones(tmp_path: Pa
 
 def test_a_server_that_cannot_be_reached_is_not_a_drift(tmp_path: Path):
     world = _world_file(tmp_path)
-    _session(tmp_path, world, "text", STORY[1:2])
-    # given the server cannot start any more (its script moved away)
-    step = Step.objects.get(action="proxy.toybox.update_contact")
-    step.action_definition["server"]["args"][0] = str(tmp_path / "moved.py")
-    step.save(update_fields=["action_definition"])
+    script = tmp_path / TOYBOX.name
+    script.write_text(TOYBOX.read_text())
+    _session(tmp_path, world, "text", STORY[1:2], script=script)
+    # given the server cannot start any more (its script moved away; the journal row itself is left as written)
+    script.rename(tmp_path / "moved.py")
     # then the dry run does not call it a drift, nor advise --force
     dry = json.loads(_command("undo", "--dry-run", "--json")[0])
     assert _verdicts(dry) == [("update_contact", "failed")] and "--force" not in dry["items"][0]["detail"]

@@ -69,7 +69,7 @@ def test_the_stdio_proxy_serves_its_downstreams_to_a_local_client(tmp_path: Path
     assert "create_contact" in seen["names"] and "tiny__ask_user" in seen["names"]
     assert seen["created"]["email"] == "lin@example.com"
     assert seen["asked"] == {"action": "accept", "content": {"answer": "yes"}}
-    assert agent.elicitations == ["Proceed?"]
+    assert agent.elicitations == ['[asked by the MCP server "tiny", not by Semantic Saga]\nProceed?']
     assert 'Instructions from the MCP server "tiny":' in seen["instructions"]
 
 

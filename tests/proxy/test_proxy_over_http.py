@@ -128,7 +128,7 @@ def test_a_downstream_elicitation_reaches_the_agent_over_http(server: Served):
     answer = json.loads(asyncio.run(scenario()))
 
     assert answer == {"action": "accept", "content": {"answer": "over http"}}
-    assert agent.elicitations == ["Still there?"]
+    assert agent.elicitations == ['[asked by the MCP server "tiny", not by Semantic Saga]\nStill there?']
 
 
 def test_serve_refuses_an_invalid_proxy_config_naming_the_check(tmp_path: Path):

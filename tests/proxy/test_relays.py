@@ -30,8 +30,9 @@ def test_elicitation_sampling_and_roots_are_relayed_to_the_agent_and_back(served
     # when
     elicited, sampled, roots = asyncio.run(scenario())
 
-    # then: the agent was asked exactly what the downstream asked, and the downstream got the agent's answers
-    assert agent.elicitations == ["Favourite colour?"]
+    # then: the agent was asked what the downstream asked, marked as the server's, and the downstream got the
+    # agent's answers
+    assert agent.elicitations == ['[asked by the MCP server "tiny", not by Semantic Saga]\nFavourite colour?']
     assert elicited == {"action": "accept", "content": {"answer": "blue"}}
     assert agent.samplings == ["a very long text"]
     assert sampled == {"summary": "a short summary", "model": "agent-model"}
@@ -109,4 +110,6 @@ def test_a_request_the_proxy_cannot_attribute_to_one_agent_asks_nobody(served: S
 
     assert json.loads(alice_answer)["content"] == {"answer": "alice's answer"}
     assert "cannot tell which one this elicitation request is for, so it asked none" in bob_error.message
-    assert bob.elicitations == [] and alice.elicitations == ["for Alice"]
+    assert bob.elicitations == [] and alice.elicitations == [
+        '[asked by the MCP server "tiny", not by Semantic Saga]\nfor Alice'
+    ]

@@ -45,7 +45,7 @@ def test_verify_walks_every_link_of_the_newest_session_and_says_ok():
     assert links[0] and links[0].group(4) == "genesis"
     assert all(b and a and b.group(4) == a.group(5) for a, b in pairwise(links))
     assert any(m and m.group(3) == "demo/create_contact" for m in links)
-    assert lines[-1] == f"OK {len(events)} link(s) chained"
+    assert lines[-1] == f"OK {len(events)} link(s) chained; the rows of 4 call(s) match their digests"
 
 
 def test_verify_names_a_tampered_event_and_exits_1():

@@ -1,6 +1,7 @@
 """Reviewing a changed or new downstream tool (/admin/registry/toolpin/<pk>/review/): what the server lists now
-beside the definition this deployment trusts, and, for an operator, the decision to trust it
-(registry.tool_pins.accept). Until then every call of the tool is held with this difference in front of a person.
+beside the definition this deployment trusts, and, for an operator, the decision to trust exactly the definition
+shown (registry.tool_pins.accept with its hash; one listed since is not accepted with it). Until then every call
+of the tool is held with this difference in front of a person.
 """
 
 from __future__ import annotations
@@ -29,9 +30,14 @@ class ToolPinScreens(ConsoleScreens):
             raise Http404("No such tool pin.")
         if request.method == "POST":
             try:
-                accept(actor=principal, server=pin.server, tool=pin.tool)
+                # The definition the page showed (its hash, sent back with the form): if the server lists another
+                # one by now, nothing is accepted and the page shows the new difference.
+                reviewed = str(request.POST.get("reviewed_hash", ""))
+                accept(actor=principal, server=pin.server, tool=pin.tool, reviewed_hash=reviewed)
             except ServiceError as error:
                 messages.error(request, error.message)
+                if error.code == "TOOL_DEFINITION_MOVED":
+                    return HttpResponseRedirect(reverse("admin:registry_toolpin_review", args=[pin.pk]))
             else:
                 messages.success(
                     request, f"{pin.server}/{pin.tool}: its definition is trusted now; its calls flow by their gate."

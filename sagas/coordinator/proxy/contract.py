@@ -10,8 +10,8 @@ section keeping what the Sagaz vocabulary says about the call (docs/proxy.md, "H
      "compensation"/"capture": <from the pack entry or kind: mcp contract declaring the inverse, for class R>,
      "proxy": {"server", "tool", "exposed_name", "tool_definition_hash", "pinned_definition_hash",
                "definition_changed", "definition_changes", "class", "class_source", "class_reason", "gate",
-               "gate_source", "gate_reason", "inverse_source", "method" (resources/read or prompts/get: a read by the
-               protocol)}}
+               "gate_source", "gate_reason", "inverse_source", "inverse_gates" (the gate of each tool the undo may send
+               as its inverse), "method" (resources/read or prompts/get: a read by the protocol)}}
 
 The contract part (everything but `proxy`) is validated with registry.contracts.validate_contract; the step's
 `action_definition_hash` is the hash of the whole snapshot, so a later undo from another process reconnects through
@@ -128,6 +128,8 @@ def _proxy_section(call: CallFacts) -> dict[str, Any]:
         "approvers": call.approvers,
         "held_as": call.held_as,
     }
+    if call.inverse_gates:
+        section["inverse_gates"] = {tool: dict(gate) for tool, gate in call.inverse_gates.items()}
     if call.definition_changes:
         section["definition_changes"] = list(call.definition_changes)
     if call.method:  # a read by the protocol (resources/read, prompts/get), not a tools/call

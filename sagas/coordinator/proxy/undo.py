@@ -32,6 +32,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, authorize
 from sagas import executor
 from sagas.coordinator import rollback
+from sagas.coordinator._journal_digests import EDITED, UNVERIFIED, journal_refusal
 from sagas.coordinator._leases import LeaseRef, heartbeat
 from sagas.coordinator._undo_drift import drift
 from sagas.coordinator._undo_residue import Residues
@@ -48,6 +49,7 @@ from sagas.coordinator._undo_walk import (
 )
 from sagas.errors import InvalidInput, InvalidTransition
 from sagas.models import Saga, Step
+from sagas.selectors.journal_digests import SessionDigests, verified_digests
 from sagas.selectors.proxy_ledger import held_nodes, held_row, session_checkpoint
 from sagas.selectors.proxy_text import DEPENDS
 from sagas.selectors.scope import tenant_saga
@@ -102,7 +104,7 @@ def proxy_session_undo(
     options = UndoOptions(force, to_checkpoint, str(checkpoint.id) if checkpoint else "")
     held = _held_items(saga)  # newest of all: not yet journaled; the undo withdraws them (rollback closes them)
     if dry_run:
-        items = held + _dry_walk(steps_newest_first(saga.id, options), force)
+        items = held + _dry_walk(steps_newest_first(saga.id, options), force, verified_digests(saga.id))
         return UndoReport(str(saga.id), saga.status, True, to_checkpoint, items)
     if saga.status == SagaStatus.ROLLED_BACK:
         outcome = undo_outcome(saga)
@@ -155,7 +157,7 @@ def _held_items(saga: Saga) -> tuple[UndoItem, ...]:
     )
 
 
-def _dry_walk(steps: list[Step], force: bool) -> tuple[UndoItem, ...]:
+def _dry_walk(steps: list[Step], force: bool, digests: SessionDigests) -> tuple[UndoItem, ...]:
     """The plan, newest first, by the walk's rules (sagas.coordinator._undo_residue). A call's state is read now,
     but the walk reads it only after undoing the newer calls, which may put back exactly what it left (the same file
     written twice): a difference there is not yet a drift when a newer inverse may touch the same thing."""
@@ -164,18 +166,20 @@ def _dry_walk(steps: list[Step], force: bool) -> tuple[UndoItem, ...]:
     undoing = Residues()  # newer calls whose inverse would run
     with executor.shared_connections():  # one connection per downstream server for the drift reads
         for step in steps:
-            entry = _dry(step, force, residues, undoing)
+            entry = _dry(step, force, residues, undoing, digests)
             items.append(entry)
             if entry.verdict in LISTED or entry.verdict == LEFT:
                 residues.add(step, refused=False)
-            elif entry.verdict in ("drifted", "failed"):
+            elif entry.verdict in ("drifted", "failed", EDITED, UNVERIFIED):
                 residues.add(step, refused=True)
             elif entry.verdict == "would_undo":
                 undoing.add(step, refused=False)
     return tuple(items)
 
 
-def _dry(step: Step, force: bool, residues: Residues, undoing: Residues) -> UndoItem:
+def _dry(step: Step, force: bool, residues: Residues, undoing: Residues, digests: SessionDigests) -> UndoItem:
+    if untrusted := journal_refusal(step, digests):  # refused whatever --force says, as the walk refuses it
+        return untrusted.item
     verdict, detail = verdict_of(step)
     if verdict != "would_undo":
         return item(step, verdict, detail)

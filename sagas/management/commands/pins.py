@@ -3,11 +3,13 @@ operator (registry.tool_pins).
 
     semantic-saga pins [--server S] [--status approved|changed|pending] [--json]
     semantic-saga pins diff SERVER/TOOL              what changed from the pinned definition
-    semantic-saga pins accept SERVER/TOOL [--by N]   trust what the server lists now (at a terminal)
+    semantic-saga pins accept SERVER/TOOL [--by N]   trust the definition shown (at a terminal)
+    semantic-saga pins accept SERVER [--by N]        trust every waiting tool of SERVER, each as shown
 
 A changed or pending tool is not dropped: each call of it waits for a person, showing what changed, until it is
 accepted here or in the console. Accepting is a decision like approving a held call: only at an interactive
-terminal, after seeing the difference and typing `yes`.
+terminal, after seeing the difference and typing `yes`. What is accepted is exactly the definition shown: if the
+server lists another one before the `yes`, nothing is accepted and the new difference is shown.
 """
 
 from __future__ import annotations
@@ -33,7 +35,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("verb", nargs="?", choices=["list", "diff", "accept"], default="list")
-        parser.add_argument("target", nargs="?", default="", help="SERVER/TOOL, for diff and accept.")
+        parser.add_argument(
+            "target",
+            nargs="?",
+            default="",
+            help="SERVER/TOOL, for diff and accept (accept SERVER: every waiting tool).",
+        )
         parser.add_argument("--server", default="", help="Only this server's tools.")
         parser.add_argument(
             "--status", default="", choices=["approved", "changed", "pending"], help="Only tools in this state."
@@ -47,10 +54,11 @@ class Command(BaseCommand):
             if options["verb"] == "list":
                 self._list(pins(actor=actor, server=options["server"], status=options["status"]), options["json"])
                 return
-            pin = self._one(actor, options["target"])
-            self._show(pin)
+            chosen = self._chosen(actor, options["target"], options["verb"])
+            for pin in chosen:
+                self._show(pin)
             if options["verb"] == "accept":
-                self._accept(actor, pin)
+                self._accept(actor, chosen)
         except ServiceError as refused:
             raise CommandError(f"{refused.code}: {refused.message}") from None
 
@@ -82,8 +90,17 @@ class Command(BaseCommand):
                 "`semantic-saga pins diff SERVER/TOOL` shows it; `pins accept SERVER/TOOL` trusts it."
             )
 
-    def _one(self, actor: Any, target: str) -> ToolPin:
+    def _chosen(self, actor: Any, target: str, verb: str) -> list[ToolPin]:
+        """The pin named SERVER/TOOL, or (accept SERVER) every pin of SERVER waiting for an operator."""
         server, slash, tool = target.partition("/")
+        if verb == "accept" and not slash and server:
+            waiting = [pin for pin in pins(actor=actor, server=server) if pin.status != "approved"]
+            if not waiting:
+                raise CommandError(
+                    f"No tool of server {server[:64]!r} waits for an operator; `semantic-saga pins --server "
+                    f"{server[:64]}` lists its tools."
+                )
+            return waiting
         if not slash or not server or not tool:
             raise CommandError(f"Name the tool as SERVER/TOOL (got {target[:80]!r}); `semantic-saga pins` lists them.")
         found = [pin for pin in pins(actor=actor, server=server) if pin.tool == tool]
@@ -92,7 +109,7 @@ class Command(BaseCommand):
                 f"The proxy never listed a tool {tool[:64]!r} of server {server[:64]!r}; `semantic-saga pins` lists "
                 "the tools it knows."
             )
-        return found[0]
+        return found
 
     def _show(self, pin: ToolPin) -> None:
         state = pin_state(pin)
@@ -100,8 +117,9 @@ class Command(BaseCommand):
         for line in state.changes or ("the server lists the pinned definition",):
             self.stdout.write(f"  {line}")
 
-    def _accept(self, actor: Any, pin: ToolPin) -> None:
-        if pin.status == "approved":
+    def _accept(self, actor: Any, shown: list[ToolPin]) -> None:
+        waiting = [pin for pin in shown if pin.status != "approved"]
+        if not waiting:
             self.stdout.write("Nothing to accept: the pinned definition is the one listed.")
             return
         if not sys.stdin.isatty():
@@ -109,9 +127,18 @@ class Command(BaseCommand):
                 "semantic-saga pins accept trusts a changed tool only at an interactive terminal: a person decides, "
                 "not a program. Nothing was accepted. Run it yourself in a terminal, or accept in the console."
             )
-        self.stdout.write("Type yes to trust this definition (its calls then flow by their gate): ", ending="")
+        what = "this definition" if len(waiting) == 1 else f"these {len(waiting)} definitions"
+        self.stdout.write(f"Type yes to trust {what} (their calls then flow by their gate): ", ending="")
         self.stdout.flush()
         if sys.stdin.readline().strip().lower() != "yes":
             raise CommandError("Not accepted. Nothing was changed.")
-        accept(actor=actor, server=pin.server, tool=pin.tool)
-        self.stdout.write(f"accepted {pin.server}/{pin.tool} as {actor.principal_id}")
+        moved = []
+        for pin in waiting:
+            try:  # the hash shown, read before the question: a definition listed since is not accepted with it
+                accept(actor=actor, server=pin.server, tool=pin.tool, reviewed_hash=pin.seen_hash)
+            except ServiceError as refused:
+                moved.append(f"{refused.code}: {refused.message}")
+                continue
+            self.stdout.write(f"accepted {pin.server}/{pin.tool} as {actor.principal_id}")
+        if moved:
+            raise CommandError("\n".join(moved))

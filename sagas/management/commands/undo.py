@@ -16,10 +16,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from governance.identity.principal import UNATTENDED_CLI
 from sagas.coordinator._undo_walk import UndoWatch, watching
 from sagas.management.proxy_cli import SESSION_HELP, operator, refusals, session
 from sagas.management.terminal import CLASS_STYLES, Paint, table
@@ -52,7 +54,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="The report as one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        actor = operator()
+        # Without a terminal nobody is known to be there: the undo runs, but an inverse gated `confirm` waits for a
+        # person (as the agent's own rollback leaves it), since a script or an agent's shell may be the one asking.
+        actor = operator() if sys.stdin.isatty() else replace(operator(), protocol=UNATTENDED_CLI)
         saga = session(actor, options["session"])
         arguments = {
             "saga_id": str(saga.id),

@@ -11,8 +11,9 @@ value (`servers.crm.command: ...`), and nothing partially accepted:
 Sagaz keys: `servers` (`command`, `args`, `env`, `cwd`, `prefix`), `rules`, `policy.class`, `policy.tools`,
 `policy.confirmTimeoutMs`, `preview`, `capture`, `packs`, `ledger.maxResultBytes`; `ledger.path` is accepted and
 ignored with a note (the ledger is our database). Ours: a server's `url` and `headers` (and `type`, as MCP client
-configurations write it), `{"secret_ref": "env://NAME"}` values in `env` and `headers`, the `hide` gate, and gate
-rules scoped by `class`, `tenant` and `client`.
+configurations write it), `{"secret_ref": "env://NAME"}` values in `env` and `headers`, a server's
+`notificationsPerSecond`, `notificationBurst` and `elicitation`, the `hide` gate, and gate rules scoped by `class`,
+`tenant` and `client`.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
 from governance.errors import ServiceError
-from governance.policy.gates import DEFAULT_CONFIRM_TIMEOUT_SECONDS, GatePolicy, GateRule
+from governance.policy.gates import gate_policy
 from registry import builtin_packs
 from registry.packs import PackError, PackSet, load_packs
 from registry.strict_json import StrictJsonError, read_strict_json
 from registry.tool_classes import ClassRule
+from sagas.protocols.proxy.floods import DEFAULT_PER_SECOND
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 
 SCHEMA_PATH = Path(__file__).with_name("proxy_config.schema.json")
@@ -242,7 +244,7 @@ def _build(document: dict[str, Any], path: Path, pack_paths: tuple[Path, ...], p
         path=path,
         servers=tuple(_server(name, raw, path.parent) for name, raw in document["servers"].items()),
         rules=tuple(_class_rule(raw) for raw in document.get("rules", [])),
-        gates=_gate_policy(document.get("policy", {})),
+        gates=gate_policy(document.get("policy", {})),
         preview=document.get("preview", False),
         capture=document.get("capture", True),
         pack_paths=pack_paths,
@@ -264,6 +266,8 @@ def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
             prefix=raw.get("prefix", ""),
             call_timeout_seconds=call_timeout,
             connect_timeout_seconds=connect_timeout,
+            **_traffic(raw),
+            trust=raw.get("trust", ""),
         )
     return ServerSpec(
         name=name,
@@ -275,7 +279,20 @@ def _server(name: str, raw: Mapping[str, Any], base: Path) -> ServerSpec:
         prefix=raw.get("prefix", ""),
         call_timeout_seconds=call_timeout,
         connect_timeout_seconds=connect_timeout,
+        **_traffic(raw),
+        trust=raw.get("trust", ""),
     )
+
+
+def _traffic(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """What a server may send the proxy on its own: its notification rate (a burst of twice the rate unless said)
+    and whether its elicitation reaches the agent (sagas.protocols.proxy.floods and .inbound)."""
+    per_second = raw.get("notificationsPerSecond", DEFAULT_PER_SECOND)
+    return {
+        "notifications_per_second": float(per_second),
+        "notification_burst": int(raw.get("notificationBurst", 2 * per_second)),
+        "elicitation": raw.get("elicitation", "relay"),
+    }
 
 
 def _self_declared_clients(rules: list[Mapping[str, Any]]) -> tuple[str, ...]:
@@ -298,26 +315,4 @@ def _self_declared_clients(rules: list[Mapping[str, Any]]) -> tuple[str, ...]:
 def _class_rule(raw: Mapping[str, Any]) -> ClassRule:
     return ClassRule(
         tool=raw["tool"], effect_class=raw["class"], server=raw.get("server", ""), reason=raw.get("reason", "")
-    )
-
-
-def _gate_policy(raw: Mapping[str, Any]) -> GatePolicy:
-    timeout_ms = raw.get("confirmTimeoutMs")
-    return GatePolicy(
-        by_class=dict(raw.get("class", {})),
-        tools=tuple(
-            GateRule(
-                action=rule["action"],
-                tool=rule.get("tool", "*"),
-                server=rule.get("server", ""),
-                effect_class=rule.get("class", ""),
-                tenant=rule.get("tenant", ""),
-                client=rule.get("client", ""),
-                reason=rule.get("reason", ""),
-                approver=rule.get("approver", ""),
-            )
-            for rule in raw.get("tools", [])
-        ),
-        confirm_timeout_seconds=timeout_ms / 1000 if timeout_ms is not None else DEFAULT_CONFIRM_TIMEOUT_SECONDS,
-        approver=raw.get("approver", ""),
     )

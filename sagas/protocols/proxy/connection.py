@@ -11,7 +11,8 @@ The session uses the 2025-11-25 handshake on purpose: one stateful session carri
 Limits: a server has `connectTimeoutMs` to start and answer initialize (else it is reported down and retried in the
 background) and `timeoutMs` to answer each request (else the request is cancelled and its outcome is unknown:
 `DownstreamTimedOut`); no answer is read past SAGA_PROXY_MAX_RESULT_BYTES (`ResultTooLarge`,
-sagas.protocols.proxy.result_cap).
+sagas.protocols.proxy.result_cap); its notifications are bounded by its rate (sagas.protocols.proxy.floods), and its
+own requests are relayed, marked or refused by sagas.protocols.proxy.inbound.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import shlex
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -38,9 +38,12 @@ from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
 from sagas.protocols.proxy import listing as lists
 from sagas.protocols.proxy.catalog import ServerListing
+from sagas.protocols.proxy.floods import ListKind, NotificationGate
+from sagas.protocols.proxy.inbound import DownstreamInbound
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
 from sagas.protocols.proxy.result_cap import CappedBodies, too_large
 from sagas.protocols.proxy.specs import ServerSpec
+from sagas.protocols.proxy.status import DownstreamStatus, where
 from sagas.protocols.proxy.stdio_transport import bounded_stdio_client
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -50,9 +53,9 @@ USER_AGENT = "semantic-saga-proxy"
 # Kept from a failure's text in status and logs.
 DETAIL_LIMIT = 500
 
-State = Literal["connecting", "connected", "down"]
 # What the supervisor does next: list one kind again, or check (ping) that the server is still there.
 Work = Literal["tools", "prompts", "resources", "check"]
+WORK_ORDER: tuple[Work, ...] = ("tools", "prompts", "resources", "check")
 ListingCallback = Callable[["DownstreamConnection", ServerListing, frozenset[str]], Awaitable[None]]
 
 
@@ -68,6 +71,9 @@ class Timing:
     # Reconnection backoff: doubles from the first to the last value, so a flapping server is not hammered.
     retry_initial: float = 0.5
     retry_max: float = 30.0
+    # Re-listings asked by list_changed start at most this often: a server sending them without pause costs one
+    # re-listing per interval, not a re-listing loop.
+    relist_spacing: float = 1.0
     # An idle session is pinged this often to notice a dead server before a call does.
     ping_interval: float = 15.0
     ping_timeout: float = 10.0
@@ -84,37 +90,6 @@ class DownstreamLost(Exception):
 class DownstreamTimedOut(DownstreamLost):
     """The request was sent and no answer came within the server's call timeout: it was cancelled, and whether it
     acted is unknown."""
-
-
-@dataclass
-class DownstreamStatus:
-    """A point-in-time report on one downstream (never secret values: `where` is the URL or command line)."""
-
-    server: str
-    transport: str
-    where: str
-    state: State = "connecting"
-    problem: str = ""  # why it is down, or a name collision that kept its latest listing out
-    listing_problem: str = ""  # why the last re-listing failed (the previous list stayed); empty after a success
-    attempts: int = 0
-    connected_since: float | None = None  # epoch seconds
-    retry_at: float | None = None  # epoch seconds of the next attempt while down
-    server_name: str = ""
-    server_version: str = ""
-    protocol_version: str = ""
-    tools: int = 0
-
-    def describe(self) -> str:
-        if self.state == "connected":
-            return f'downstream "{self.server}" ({self.where}): connected, {self.tools} tool(s)'
-        if self.state == "connecting":
-            return f'downstream "{self.server}" ({self.where}): connecting'
-        wait = max(0.0, (self.retry_at or time.time()) - time.time())
-        return f'downstream "{self.server}" ({self.where}): DOWN ({self.problem}); next attempt in {wait:.1f}s'
-
-
-def where(spec: ServerSpec) -> str:
-    return shlex.join([spec.command, *spec.args]) if spec.transport == "stdio" else spec.url
 
 
 @dataclass
@@ -139,7 +114,18 @@ class DownstreamConnection:
         self._on_listing = on_listing
         self._timing = timing
         self._live: _Live | None = None
-        self._work_send, self._work_receive = anyio.create_memory_object_stream[Work](64)
+        # The work asked for and not started yet: asking again for what is already due adds nothing (a flood of
+        # list_changed costs one re-listing).
+        self._work: set[Work] = set()
+        self._work_asked = anyio.Event()
+        self._gate = NotificationGate(
+            spec.name,
+            self._relist_due,
+            per_second=spec.notifications_per_second,
+            burst=spec.notification_burst,
+            counts=self.status.notifications,
+        )
+        self._inbound = DownstreamInbound(spec, router, self._gate, lambda: self._wake("check"))
 
     def scrubbed(self, value: Any) -> Any:
         """`value` with the secrets resolved for this connection replaced (a result is journaled after this)."""
@@ -149,7 +135,13 @@ class DownstreamConnection:
     # --- supervision --------------------------------------------------------------------------------------------
 
     async def supervise(self) -> None:
-        """Connect, serve until lost, wait, reconnect: for the proxy's lifetime (cancelled at shutdown)."""
+        """Connect, serve until lost, wait, reconnect: for the proxy's lifetime (cancelled at shutdown); what its
+        notifications cost is logged meanwhile."""
+        async with anyio.create_task_group() as group:
+            group.start_soon(self._gate.report)
+            await self._reconnecting()
+
+    async def _reconnecting(self) -> None:
         delay = self._timing.retry_initial
         while True:
             self.status.state, self.status.attempts = "connecting", self.status.attempts + 1
@@ -202,10 +194,15 @@ class DownstreamConnection:
 
     async def _work_loop(self, live: _Live) -> None:
         while True:
-            kind: Work = "check"  # nothing asked for a while: make sure the server is still there
             with anyio.move_on_after(self._timing.ping_interval):
-                kind = await self._work_receive.receive()
-            await self._refresh(live, kind)
+                await self._work_asked.wait()
+            # Nothing asked for a while: make sure the server is still there.
+            due, self._work, self._work_asked = self._work or {"check"}, set(), anyio.Event()
+            for kind in WORK_ORDER:
+                if kind in due:
+                    await self._refresh(live, kind)
+            if due != {"check"}:
+                await anyio.sleep(self._timing.relist_spacing)
 
     async def _ping(self, live: _Live) -> None:
         try:
@@ -242,9 +239,18 @@ class DownstreamConnection:
             live.reason = reason
             live.lost.set()
 
-    def _wake(self, kind: Work) -> None:
-        with contextlib.suppress(anyio.WouldBlock):  # a full queue already holds enough work to re-list
-            self._work_send.send_nowait(kind)
+    def _wake(self, kind: Work) -> bool:
+        """Ask the work loop for `kind`; True when it was already due (this asking adds nothing)."""
+        due = kind in self._work
+        self._work.add(kind)
+        self._work_asked.set()
+        return due
+
+    def _relist_due(self, kind: ListKind) -> bool:
+        """The server said its `kind` list changed (the gate's list_changed); True when a re-listing was due."""
+        if kind == "tools":
+            self.tools_stale = True  # a call arriving before the re-listing reads the tools itself first
+        return self._wake(kind)
 
     # --- the session --------------------------------------------------------------------------------------------
 
@@ -253,14 +259,15 @@ class DownstreamConnection:
         values, secrets = _resolve(self.spec)
         async with contextlib.AsyncExitStack() as stack:
             streams = await stack.enter_async_context(self._transport(stack, values))
+            inbound = self._inbound
             session = ClientSession(
-                streams[0],
+                self._gate.gated(streams[0]),
                 streams[1],
-                sampling_callback=self._sampling,
-                elicitation_callback=self._elicitation,
-                list_roots_callback=self._roots,
-                logging_callback=self._log,
-                message_handler=self._message,
+                sampling_callback=inbound.sampling,
+                elicitation_callback=inbound.elicitation,
+                list_roots_callback=inbound.roots,
+                logging_callback=inbound.log,
+                message_handler=inbound.message,
                 client_info=CLIENT_INFO,
             )
             await stack.enter_async_context(session)
@@ -312,7 +319,10 @@ class DownstreamConnection:
         with self._router.serving(self.spec.name, relay):
             try:
                 return await live.session.send_request(
-                    request, result_type, request_read_timeout_seconds=timeout, progress_callback=relay.progress
+                    request,
+                    result_type,
+                    request_read_timeout_seconds=timeout,
+                    progress_callback=self._inbound.progress(relay),
                 )
             except MCPError as error:
                 if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
@@ -341,36 +351,6 @@ class DownstreamConnection:
         async with self._relisting:
             if self.tools_stale or time.monotonic() - self.tools_listed_at >= seconds:
                 await self.relist("tools")
-
-    # --- the server's own requests and notifications ------------------------------------------------------------
-
-    async def _sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
-        relay = self._router.refusal(self.spec.name, "sampling")
-        return relay if isinstance(relay, types.ErrorData) else await relay.sample(params)
-
-    async def _elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
-        relay = self._router.refusal(self.spec.name, "elicitation")
-        return relay if isinstance(relay, types.ErrorData) else await relay.elicit(params)
-
-    async def _roots(self, context: Any) -> Any:
-        relay = self._router.refusal(self.spec.name, "roots")
-        return relay if isinstance(relay, types.ErrorData) else await relay.list_roots()
-
-    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
-        await self._router.log(self.spec.name, params)
-
-    async def _message(self, message: types.ServerNotification | Exception) -> None:
-        # Runs on the session's receive path: only queue work here, a request from inside would wait on itself.
-        if isinstance(message, Exception):
-            logger.warning('downstream "%s" transport problem: %r', self.spec.name, message)
-            self._wake("check")
-        elif isinstance(message, types.ToolListChangedNotification):
-            self.tools_stale = True  # a call arriving before the re-listing reads the tools itself first
-            self._wake("tools")
-        elif isinstance(message, types.PromptListChangedNotification):
-            self._wake("prompts")
-        elif isinstance(message, types.ResourceListChangedNotification):
-            self._wake("resources")
 
 
 def _resolve(spec: ServerSpec) -> tuple[dict[str, str], tuple[str, ...]]:

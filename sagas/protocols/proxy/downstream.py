@@ -23,7 +23,6 @@ from sagas.protocols.proxy.catalog import Catalog, NameCollision, ServerListing
 from sagas.protocols.proxy.connection import (
     DownstreamConnection,
     DownstreamLost,
-    DownstreamStatus,
     DownstreamTimedOut,
     DownstreamUnavailable,
     Timing,
@@ -32,6 +31,7 @@ from sagas.protocols.proxy.listing import Kind
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
 from sagas.protocols.proxy.result_cap import ResultTooLarge
 from sagas.protocols.proxy.specs import ProxyConfig
+from sagas.protocols.proxy.status import DownstreamStatus
 
 logger = logging.getLogger("sagas.protocols.proxy")
 

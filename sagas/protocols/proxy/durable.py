@@ -55,7 +55,7 @@ from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
-from sagas.protocols.proxy.trust import ToolTrust, listening
+from sagas.protocols.proxy.trust import ToolTrust, listening, trust_modes
 from sagas.proxied_facts import Approvers, CallFacts, ClientInfo, HeldAs, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -84,7 +84,7 @@ class DurableCallPath:
         self.journal = Journal()
         self.behind = WriteBehind()  # reads' journal lines, written after their answers
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
-        self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates)
+        self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
         downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog))
         self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
@@ -290,10 +290,15 @@ class DurableCallPath:
             gate_reason=gate.reason,
             inverse=entry.as_mcp_contract_parts() if entry else {},
             inverse_source=self.trust.inverse_source(request.server, request.tool),
+            inverse_gates=self.trust.inverse_gates(request.server, entry, tenant, client_name, self._listed(request)),
             confirm_timeout_seconds=self.config.gates.confirm_timeout_seconds,
             held_as=held_as,
             approvers=approvers,
         )
+
+    def _listed(self, request: ProxiedCall) -> dict[str, types.Tool]:
+        """The tools `request`'s server lists now, by their own names."""
+        return {t.tool.name: t.tool for t in self.downstreams.catalog.tools.values() if t.server == request.server}
 
     def _waiting(self, request: ProxiedCall, gate: GateDecision) -> tuple[Approvers, HeldAs]:
         """Who decides the call if it is held, and how it waits (sagas.protocols.proxy.elicited)."""

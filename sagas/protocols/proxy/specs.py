@@ -12,6 +12,7 @@ from typing import Any, Literal
 from governance.policy.gates import GatePolicy
 from registry.packs import PackSet
 from registry.tool_classes import ClassRule
+from sagas.protocols.proxy.floods import DEFAULT_BURST, DEFAULT_PER_SECOND
 
 Transport = Literal["stdio", "streamable_http"]
 
@@ -32,6 +33,15 @@ class ServerSpec:
     prefix: str = ""  # tools are exposed as f"{prefix}__{tool}" when set
     call_timeout_seconds: float | None = None  # `timeoutMs`; None: SAGA_PROXY_CALL_TIMEOUT_SECONDS
     connect_timeout_seconds: float | None = None  # `connectTimeoutMs`; None: SAGA_PROXY_CONNECT_TIMEOUT_SECONDS
+    # Its notifications beyond this rate are dropped and counted (sagas.protocols.proxy.floods).
+    notifications_per_second: float = DEFAULT_PER_SECOND  # `notificationsPerSecond`
+    notification_burst: int = DEFAULT_BURST  # `notificationBurst`
+    # "relay": its elicitation reaches the agent in flight, marked as its own; "refuse": answered with an error
+    # (sagas.protocols.proxy.inbound).
+    elicitation: Literal["relay", "refuse"] = "relay"
+    # How its first listing is trusted (registry.tool_pins): "first-use", "review", or "" for the deployment's
+    # default (ProxyConfig.trust_for).
+    trust: str = ""
 
     def exposed_name(self, tool: str) -> str:
         return f"{self.prefix}__{tool}" if self.prefix else tool
@@ -68,3 +78,10 @@ class ProxyConfig:
     # How agents reach this proxy: over stdio the person at the client is the one at this machine, so held calls
     # ask that client (MCP elicitation) as well as the operators by default; over HTTP only the operators.
     served_over: Literal["stdio", "http"] = "http"
+
+    def trust_for(self, spec: ServerSpec, deployment_default: str = "") -> str:
+        """How `spec`'s first listing is trusted: the server's own `trust`, else the deployment's (SAGA_PROXY_TRUST),
+        else by who the agents are. Over stdio the agent is the local operator's own, so trust on first use is
+        enough; over HTTP agents are other principals', and nothing they can reach is trusted before an operator
+        has reviewed it."""
+        return spec.trust or deployment_default or ("first-use" if self.served_over == "stdio" else "review")

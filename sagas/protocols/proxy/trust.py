@@ -2,9 +2,11 @@
 server can lower them.
 
 The class comes from the cascade of registry.tool_classes (rules, a declared inverse, annotations that never beat
-the name, the name). The definition is checked against its pin (registry.tool_pins, trust on first use): the
-proxy records what each server lists whenever its tool list is read (at start, on list_changed, on reconnect, and
-before a non-read call when the listing is older than SAGA_PROXY_RELIST_SECONDS), and keeps each tool's state.
+the name, the name). The definition is checked against its pin (registry.tool_pins: each server's first listing
+trusted by its trust mode, `first-use` or `review`, and nothing listed later trusted before an operator accepts
+it): the proxy records what each server lists whenever its tool list is read (at start, on list_changed, on
+reconnect, and before a non-read call when the listing is older than SAGA_PROXY_RELIST_SECONDS), and keeps each
+tool's state.
 
 A tool whose listed definition is not the pinned one (changed), or that nothing is pinned for (pending), never
 gets a lower class or gate than its pin would: its class is the more guarded of the two definitions', and its gate
@@ -15,17 +17,19 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import mcp.types as types
+from django.conf import settings
 
 from governance.policy.gates import GateDecision, GatePolicy, gate_for
-from registry.packs import PackEntry, PackSet
+from registry.packs import PackCall, PackEntry, PackSet
 from registry.tool_classes import Classification, ClassRule, EffectClass, classify
 from registry.tool_pins import PinState, observe, recheck, tool_definition
 from sagas.protocols.proxy.catalog import Catalog, definition_hash
 from sagas.protocols.proxy.journal import Journal
+from sagas.protocols.proxy.specs import ProxyConfig
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -35,9 +39,22 @@ UNTRUSTED = PinState("pending", "", None, ("the proxy has not yet recorded this 
 UNCHECKED = "the server lists a definition the proxy has not checked against the pin yet"
 
 
+def trust_modes(config: ProxyConfig) -> dict[str, str]:
+    """How each server's first listing is trusted (ProxyConfig.trust_for, with the deployment's SAGA_PROXY_TRUST)."""
+    return {spec.name: config.trust_for(spec, settings.SAGA_PROXY_TRUST) for spec in config.servers}
+
+
 class ToolTrust:
-    def __init__(self, journal: Journal, rules: tuple[ClassRule, ...], packs: PackSet, gates: GatePolicy) -> None:
+    def __init__(
+        self,
+        journal: Journal,
+        rules: tuple[ClassRule, ...],
+        packs: PackSet,
+        gates: GatePolicy,
+        trust: Mapping[str, str] | None = None,
+    ) -> None:
         self.journal = journal
+        self.trust = dict(trust or {})  # server -> its trust mode; a server not named is trusted on first use
         self.rules = rules
         self.packs = packs
         self.gates = gates
@@ -49,14 +66,17 @@ class ToolTrust:
 
     async def observe(self, catalog: Catalog) -> None:
         """Record the definitions every connected server lists now and keep each tool's pin state."""
-        by_server: dict[str, dict[str, dict[str, Any]]] = {}
+        # Every server listed, those that list nothing included: a first listing is the first use even when empty.
+        by_server: dict[str, dict[str, dict[str, Any]]] = {listing.spec.name: {} for listing in catalog.listings}
         hashes: dict[tuple[str, str], str] = {}
         for exposed in catalog.tools.values():
             dumped = exposed.tool.model_dump(by_alias=True, exclude_none=True, mode="json")
             by_server.setdefault(exposed.server, {})[exposed.tool.name] = tool_definition(dumped)
             hashes[(exposed.server, exposed.tool.name)] = exposed.definition_hash
         for server, listed in by_server.items():
-            states = await self.journal.run(functools.partial(observe, server, listed))
+            others = frozenset(name for other, tools in by_server.items() if other != server for name in tools)
+            mode = self.trust.get(server, "first-use")
+            states = await self.journal.run(functools.partial(observe, server, listed, trust=mode, other_tools=others))
             self.states.update({(server, name): (hashes[(server, name)], state) for name, state in states.items()})
         self.offered = {listing.spec.name: frozenset(t.name for t in listing.tools) for listing in catalog.listings}
         self._warn_unusable_packs()
@@ -117,16 +137,33 @@ class ToolTrust:
         state = self.state(server, tool)
         if state.trusted or gate.action in ("block", "hide", "confirm"):
             return gate
-        why = (
-            "its definition is not the one this deployment pinned"
-            if state.status == "changed"
-            else "it is a new tool, with no pinned definition"
-        )
+        if state.status == "changed":
+            why = "its definition is not the one this deployment pinned"
+        else:
+            why = f"nothing is pinned for it yet ({state.changes[0] if state.changes else 'a new tool'})"
         reason = (
             f"{why}: a person confirms each call until an operator accepts the definition (semantic-saga pins "
             f"accept {server}/{tool.name}); without the change its gate would be {gate.action}"
         )
         return GateDecision("confirm", "definition_changed", reason, gate.approver)
+
+    def inverse_gates(
+        self, server: str, entry: PackEntry | None, tenant: str, client: str, listed: Mapping[str, types.Tool]
+    ) -> dict[str, dict[str, str]]:
+        """The gate each tool `entry` may send as an inverse would get as a call of its own (its class and pin as
+        listed now, this tenant and client): an undo is governed like the calls it sends. A tool the server does
+        not list is left out (the entry is then unusable anyway)."""
+        if entry is None:
+            return {}
+        tools = [entry.inverse.tool, *(b.tool for b in entry.branches.values() if isinstance(b, PackCall))]
+        gates = {}
+        for name in dict.fromkeys(tools):
+            if (tool := listed.get(name)) is None:
+                continue
+            effect_class = self.classify(server, tool).effect_class
+            decided = self.gate(server, tool, effect_class, tenant, client)
+            gates[name] = {"gate": decided.action, "reason": decided.reason, "class": effect_class}
+        return gates
 
     def inverse_source(self, server: str, tool: str) -> str:
         entry = self.pack_entry(server, tool)
