@@ -29,8 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SHORT_CONFIRM = {"confirmTimeoutMs": 2000}
 
 
-def _servers(tmp_path: Path, *flags: str) -> dict[str, Any]:
-    return {"h": hostile(*flags, called=tmp_path / "called.jsonl")}
+def _servers(tmp_path: Path, name: str, *flags: str) -> dict[str, Any]:
+    """The hostile server under a name of this test's own: pins are per server name, and a proxy of an earlier test
+    that is still exiting must not have pinned it first."""
+    return {name: hostile(*flags, called=tmp_path / "called.jsonl")}
 
 
 def _call(guarded: Guarded, tool: str, arguments: dict[str, Any] | None = None) -> Any:
@@ -43,45 +45,47 @@ def _call(guarded: Guarded, tool: str, arguments: dict[str, Any] | None = None) 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_tool_listed_after_an_empty_first_listing_is_new_and_held(transport: str, tmp_path: Path):
-    servers = _servers(tmp_path, "--empty-first")
+    name = f"empty-{transport}"
+    servers = _servers(tmp_path, name, "--empty-first")
     with guarded_proxy(transport, tmp_path, servers, policy=SHORT_CONFIRM) as guarded:
         answer = _call(guarded, "get_status")
     assert answer.is_error and "nobody approved it within the confirm timeout" in text(answer)
     assert guarded.calls() == []  # never sent: a read, but nobody has accepted it
-    pin = ToolPin.objects.get(server="h", tool="get_status")
+    pin = ToolPin.objects.get(server=name, tool="get_status")
     assert pin.status == "pending" and pin.accepted_by == ""
-    assert ListedServer.objects.get(server="h").tools_at_first_listing == 0
+    assert ListedServer.objects.get(server=name).tools_at_first_listing == 0
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_poisoned_description_at_first_use_is_held_with_the_signs_shown(transport: str, tmp_path: Path):
-    servers = _servers(tmp_path, "--poisoned")
+    name = f"poisoned-{transport}"
+    servers = _servers(tmp_path, name, "--poisoned")
     with guarded_proxy(transport, tmp_path, servers, policy=SHORT_CONFIRM) as guarded:
         status = _call(guarded, "get_status")
         forecast = _call(guarded, "get_forecast", {"city": "Oslo"})
-        diff = at_terminal("pins", "diff", "h/get_forecast", answer="")
+        diff = at_terminal("pins", "diff", f"{name}/get_forecast", answer="")
     assert not status.is_error  # the clean tools of the same listing are trusted on first use
     assert forecast.is_error and [call["tool"] for call in guarded.calls()] == ["get_status"]
-    assert ToolPin.objects.get(server="h", tool="get_forecast").status == "pending"
+    assert ToolPin.objects.get(server=name, tool="get_forecast").status == "pending"
     shown = diff.stdout.lower()
     assert "poisoning" in shown and "ignore previous instructions" in shown and "u+200b" in shown
 
 
 def test_over_http_nothing_is_trusted_before_an_operator_reviews_it_by_default(tmp_path: Path):
-    servers = _servers(tmp_path)
+    servers = _servers(tmp_path, "remote")
     env = {"SAGA_PROXY_TRUST": ""}  # the deployment's default: review over HTTP
     with guarded_proxy("http", tmp_path, servers, env=env, policy=SHORT_CONFIRM) as guarded:
         before = _call(guarded, "get_status")
         listed = at_terminal("pins", answer="")
-        accepted = at_terminal("pins", "accept", "h", "--by", "olga")
+        accepted = at_terminal("pins", "accept", "remote", "--by", "olga")
         after = _call(guarded, "get_status")
     assert before.is_error and "nobody approved it" in text(before)
-    held = Step.objects.filter(action="proxy.h.get_status").earliest("created_at")
+    held = Step.objects.filter(action="proxy.remote.get_status").earliest("created_at")
     assert "trusted by review" in held.action_definition["proxy"]["gate_reason"]
     assert "pending" in listed.stdout and accepted.returncode == 0, accepted.stdout
-    assert "accepted h/get_status as olga" in accepted.stdout
+    assert "accepted remote/get_status as olga" in accepted.stdout
     assert not after.is_error and [call["tool"] for call in guarded.calls()] == ["get_status"]
-    assert ListedServer.objects.get(server="h").trust == "review"
+    assert ListedServer.objects.get(server="remote").trust == "review"
 
 
 PURGE = {"name": "purge", "description": "Purge the cache.", "inputSchema": {"type": "object"}}

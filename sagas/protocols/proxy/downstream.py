@@ -60,6 +60,9 @@ class DownstreamManager:
         }
         self._catalog = Catalog()
         self._listeners: list[ChangeListener] = []
+        # Each server's first listing as it answered it: before the first catalog is built a server may already have
+        # been listed again (it said list_changed at once), and its first listing is its first use (trust.py).
+        self._first_listings: dict[str, ServerListing] = {}
         self._started = False
         self._warned: set[tuple[str, str]] = set()  # badly named tools already reported (server, name)
 
@@ -110,6 +113,7 @@ class DownstreamManager:
     async def _listing_changed(
         self, connection: DownstreamConnection, listing: ServerListing, kinds: frozenset[str]
     ) -> None:
+        self._first_listings.setdefault(listing.spec.name, listing)
         if not self._started:
             return  # the first catalog is built from every first attempt at once
         before = self._catalog
@@ -123,6 +127,14 @@ class DownstreamManager:
         self._catalog = self._checked(after)
         if changed := _changes(before, after):
             await self._tell(changed)
+
+    def first_catalog(self) -> Catalog | None:
+        """The servers' first listings, as they answered them, in one catalog (None if their names clash)."""
+        listings = [self._first_listings[name] for name in self._order if name in self._first_listings]
+        try:
+            return Catalog.build(listings)
+        except NameCollision:
+            return None
 
     def _checked(self, catalog: Catalog) -> Catalog:
         """`catalog`, after a warning for each tool it left out that was not reported before."""

@@ -85,7 +85,7 @@ class DurableCallPath:
         self.behind = WriteBehind()  # reads' journal lines, written after their answers
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
-        downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog))
+        downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog, downstreams.first_catalog))
         self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
         self.held_tasks = HeldCallTasks(self, _refusal)

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
+import anyio
 import mcp.types as types
 from django.conf import settings
 
@@ -63,9 +64,15 @@ class ToolTrust:
         # server -> the tools it lists now: a pack entry whose inverse or capture tool is not among them is unusable
         self.offered: dict[str, frozenset[str]] = {}
         self._warned: set[str] = set()
+        self._observing = anyio.Lock()
 
     async def observe(self, catalog: Catalog) -> None:
-        """Record the definitions every connected server lists now and keep each tool's pin state."""
+        """Record the definitions every connected server lists now and keep each tool's pin state. One at a time, in
+        the order asked (the journal has several threads): a server's first listing is recorded before the next."""
+        async with self._observing:
+            await self._observe(catalog)
+
+    async def _observe(self, catalog: Catalog) -> None:
         # Every server listed, those that list nothing included: a first listing is the first use even when empty.
         by_server: dict[str, dict[str, dict[str, Any]]] = {listing.spec.name: {} for listing in catalog.listings}
         hashes: dict[tuple[str, str], str] = {}
@@ -192,11 +199,19 @@ class ToolTrust:
         )
 
 
-def listening(trust: ToolTrust, catalog: Callable[[], Catalog]) -> Callable[[frozenset[str]], Any]:
-    """The DownstreamManager listener that records what is listed whenever the tools change."""
+def listening(
+    trust: ToolTrust, catalog: Callable[[], Catalog], first: Callable[[], Catalog | None] | None = None
+) -> Callable[[frozenset[str]], Any]:
+    """The DownstreamManager listener that records what is listed whenever the tools change. The first time, the
+    servers' first listings (`first`) are recorded before the catalog as it is now: a server listed again before the
+    proxy started (it said list_changed at once) has its first listing, not its second, as its first use."""
+    pending_first = [first] if first is not None else []
 
     async def heard(kinds: frozenset[str]) -> None:
-        if "tools" in kinds:
-            await trust.observe(catalog())
+        if "tools" not in kinds:
+            return
+        if pending_first and (firsts := pending_first.pop()()) is not None:
+            await trust.observe(firsts)
+        await trust.observe(catalog())
 
     return heard
