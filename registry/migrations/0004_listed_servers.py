@@ -10,8 +10,11 @@ def servers_already_pinned(apps: Any, schema_editor: Any) -> None:
     from now on is new (pending), as it was then."""
     tool_pin = apps.get_model("registry", "ToolPin")
     listed_server = apps.get_model("registry", "ListedServer")
-    servers = tool_pin.objects.values_list("server", flat=True).distinct()
-    listed_server.objects.bulk_create([listed_server(server=name, trust="first-use") for name in servers])
+    # order_by(): the model's ordering (server, tool) would otherwise make DISTINCT one row per tool.
+    servers = tool_pin.objects.order_by().values_list("server", flat=True).distinct()
+    listed_server.objects.bulk_create(
+        [listed_server(server=name, trust="first-use") for name in servers], ignore_conflicts=True
+    )
 
 
 class Migration(migrations.Migration):
