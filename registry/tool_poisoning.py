@@ -184,6 +184,9 @@ _INSTRUCTIONS: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"|/\.?credentials\b|\bcredentials\s+files?\b|\bcredentials\.(?:json|ya?ml|csv|ini|txt|toml)\b)",
             # The bare word only as what is read: "the contents of your credentials".
             r"\bcontents?\s+of\s+(?:(?:the|your|all|any|my|their|user's)\s+)*(?:saved\s+|stored\s+)?credentials\b",
+            # The same secrets in words: "the contents of the user's private key file in their .ssh folder".
+            rf"\bcontents?\s+of\b{_IN_SENTENCE}{{0,40}}?\b(?:private\s+keys?|\.?ssh\s+(?:folder|directory)"
+            r"|password\s+(?:file|store|vault)|keychain|wallet\s+(?:file|seed)|seed\s+phrase)\b",
         ),
     ),
 )
