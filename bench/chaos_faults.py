@@ -1,4 +1,5 @@
-"""The chaos suite's fault injector: one thread, one fault at a time, chosen by a seeded random generator.
+"""The chaos suite's fault injector: one thread, one fault at a time, every kind once per round in an order drawn by
+a seeded random generator.
 
 Kinds: SIGKILL a prefork pool child (its parent forks a new one), SIGKILL a whole worker (parent and children)
 and start it again, SIGKILL a `serve` replica or the proxy and start it again, SIGKILL the proxy while it holds a
@@ -96,8 +97,11 @@ class Injector:
                 self.faults.notifications_flooded = _flood(self.fleet.downstream.port, {"calls": 0})["flooded"]
 
     def _loop(self) -> None:
+        deck: list[str] = []
         while not self._stop.wait(self.random.uniform(0.5, 1.5) * self.interval):
-            kind = self.random.choice(self.kinds)
+            if not deck:  # every kind once per round, in a seeded random order: a short run still injects each
+                deck = self.random.sample(self.kinds, len(self.kinds))
+            kind = deck.pop()
             begun = time.time()
             try:
                 getattr(self, kind)()
