@@ -18,7 +18,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from audit import control_plane
+from audit import control_plane, seed_names
 from audit.models import AuditEvent, EventType
 from governance.identity.operators import principal_for_user
 from sagas.console.mixins import ReadOnlyAdminMixin
@@ -30,16 +30,24 @@ else:
 
 
 class EventTypeFilter(admin.SimpleListFilter):
-    """Every event type, not only those present: the list never needs a scan of the table to build."""
+    """Every event type, not only those present: the list never needs a scan of the table to build. The
+    semantic-saga-mcp names are offered too (audit.seed_names), so an auditor used to them finds our events."""
 
     title = "event type"
     parameter_name = "event_type"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [(value, value) for value in EventType.values]
+        ours = [(value, value) for value in EventType.values]
+        theirs = sorted({*seed_names.SEED_NAME_OF.values(), *seed_names.MORE_OF_OURS} - set(EventType.values))
+        return ours + [(name, f"{name} (semantic-saga-mcp)") for name in theirs]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        return queryset.filter(event_type=self.value()) if self.value() else queryset
+        if not self.value():
+            return queryset
+        try:
+            return queryset.filter(seed_names.matching([str(self.value())]))
+        except ValueError:
+            return queryset.none()  # not a name of ours or of the seed's: nothing matches
 
 
 class ChainKindFilter(admin.SimpleListFilter):
@@ -82,7 +90,16 @@ class SagaFilter(admin.SimpleListFilter):
 
 @admin.register(AuditEvent)
 class AuditEventAdmin(ReadOnlyAdminMixin, _ModelAdmin):
-    list_display = ("saga_link", "sequence", "event_type", "actor_principal_id", "action", "status", "created_at_text")
+    list_display = (
+        "saga_link",
+        "sequence",
+        "event_type",
+        "seed_name",
+        "actor_principal_id",
+        "action",
+        "status",
+        "created_at_text",
+    )
     list_filter = (EventTypeFilter, ChainKindFilter, SagaFilter)
     search_fields = ("=saga_id", "=node_id", "=step_id", "=trace_id", "actor_principal_id", "action")
     # Chain order, served by the (saga_id, sequence) unique index; filter by saga for one chain.
@@ -95,6 +112,7 @@ class AuditEventAdmin(ReadOnlyAdminMixin, _ModelAdmin):
         "chain_kind",
         "sequence",
         "event_type",
+        "seed_name",
         "created_at_text",
         "actor_principal_id",
         "actor_type",
@@ -118,6 +136,10 @@ class AuditEventAdmin(ReadOnlyAdminMixin, _ModelAdmin):
             return queryset.none()
         deployment = control_plane.chain_id(control_plane.SYSTEM_TENANT)
         return queryset.filter(Q(tenant_id=principal.tenant_id) | Q(saga_id=deployment))
+
+    @admin.display(description="semantic-saga-mcp name")
+    def seed_name(self, obj: AuditEvent) -> str:
+        return seed_names.seed_name(obj.event_type, obj.status) or "—"
 
     @admin.display(description="chain kind")
     def chain_kind(self, obj: AuditEvent) -> str:

@@ -28,6 +28,7 @@ from django.utils import timezone
 from audit import chain, telemetry
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
+from sagas.coordinator._event_facts import transition_facts
 from sagas.coordinator._journal_digests import JournalWrites
 from sagas.coordinator.sql import pipeline, statements
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
@@ -69,16 +70,19 @@ class Tx:
         step: Step | None = None,
         status: str = "",
         data: dict[str, Any] | None = None,
+        action: tuple[str, str] | None = None,
     ) -> None:
+        """Append an event; its action is the step's or node's, else `action` (id, version) when one is named."""
         action_source: Node | Step | None = step or node
+        named = (action_source.action, action_source.action_version) if action_source else (action or ("", ""))
         trace_id, span_id = telemetry.current_ids()
         self._drafts.append(
             chain.EventDraft(
                 event_type=event_type,
                 actor_principal_id=self.actor.principal_id,
                 actor_type=self.actor.principal_type,
-                action=action_source.action if action_source else "",
-                action_version=action_source.action_version if action_source else "",
+                action=named[0],
+                action_version=named[1],
                 step_id=str(step.id) if step else (str(node.step_id) if node and node.step_id else ""),
                 node_id=str(node.id) if node else (str(step.node_id) if step and step.node_id else ""),
                 status=status,
@@ -89,13 +93,19 @@ class Tx:
         )
 
     def transition(
-        self, obj: Saga | Node | Step | Approval, to: str, *, event: str | None = None, **fields: Any
+        self,
+        obj: Saga | Node | Step | Approval,
+        to: str,
+        *,
+        event: str | None = None,
+        event_data: Any = None,  # dict | None; Any because callers spread **fields dicts mypy would match to it
+        **fields: Any,
     ) -> None:
         """Compare-and-set `obj.status` to `to` (plus `fields`), refusing moves the state table does not list.
 
         Raises InvalidTransition (the table has no such move; nothing is written) or StaleState (the row is no
-        longer in the state `obj` says: another writer got there first). `event` is recorded on success; an
-        approval's event names its node and the approval id.
+        longer in the state `obj` says: another writer got there first). `event` is recorded on success, its data
+        the row's facts (_event_facts) plus `event_data`; an approval's event names its node and the approval id.
         """
         kind = _KIND_OF[type(obj)]
         current = obj.status
@@ -116,17 +126,21 @@ class Tx:
         _apply(obj, {**stamp, **fields})
         self.journal.note(obj, ("status", *fields))
         if event:
-            self._record_transition(obj, event, to)
+            self._record_transition(obj, event, to, event_data or {})
 
-    def _record_transition(self, obj: Saga | Node | Step | Approval, event: str, to: str) -> None:
+    def _record_transition(
+        self, obj: Saga | Node | Step | Approval, event: str, to: str, event_data: dict[str, Any]
+    ) -> None:
+        data = {**transition_facts(obj, event), **event_data}
         if isinstance(obj, Approval):
-            self.record(event, node=obj.node, status=to, data={"approval_id": str(obj.id)})
+            self.record(event, node=obj.node, status=to, data=data)
         else:
             self.record(
                 event,
                 node=obj if isinstance(obj, Node) else None,
                 step=obj if isinstance(obj, Step) else None,
                 status=to,
+                data=data,
             )
 
     def update(self, obj: Saga | Node | Step, **fields: Any) -> None:
@@ -179,7 +193,7 @@ class Tx:
         for node in nodes:
             node.status, node.updated_at = to, now
             if event:
-                self.record(event, node=node, status=to)
+                self.record(event, node=node, status=to, data=transition_facts(node, event))
 
     def flush(self) -> None:
         """Append the recorded events to the chain and write the saga row's gathered fields with the new head."""

@@ -13,6 +13,7 @@ from governance.identity.rbac import EXECUTE, authorize
 from sagas.coordinator import _actions, _graph
 from sagas.coordinator import policy as _policy
 from sagas.coordinator._actions import is_proxied_action
+from sagas.coordinator._event_facts import planned_facts
 from sagas.coordinator._guards import find_node, require_status
 from sagas.coordinator._tx import Refusal, Tx, locked_saga
 from sagas.coordinator.approvals import request_approval
@@ -82,7 +83,8 @@ def node_plan(
             return _replay(existing, pinned, payload, deps)
         if stop := _policy.kill_switch_stop(tx, f"planning {pinned.action}"):
             raise Refusal(stop)
-        decision = _policy.decide(tx, "plan", pinned)
+        granted = bool(approval_required) or bool(pinned.policy["approval_required"])
+        decision = _policy.decide(tx, "plan", pinned, approval_granted=granted)
         if not decision.allowed:
             raise Refusal(_policy.refusal(decision, f"planning {pinned.action}@{pinned.version}"))
         gate = f"policy:{','.join(decision.matched_rules)}" if decision.effect == "require_approval" else None
@@ -119,7 +121,8 @@ def _create_node(
     node.status = _graph.waiting_status(node, approved=False)
     if node.status != NodeStatus.WAITING_DEPENDENCY:
         node.save(update_fields=["status"])
-    tx.record(E.NODE_PLANNED, node=node, status=node.status, data={"key": key, "depends_on": [str(d.pk) for d in deps]})
+    planned = planned_facts(dependencies=len(deps), approval_required=node.approval_required, key=key)
+    tx.record(E.NODE_PLANNED, node=node, status=node.status, data={**planned, "depends_on": [str(d.pk) for d in deps]})
     if node.approval_required:
         request_approval(tx, node, policy_gate or ("contract" if contract_gate else "caller"))
     return node
@@ -160,13 +163,13 @@ def node_retry(*, actor: Principal, saga_id: object, node_id: object, force: boo
             )
         if not (decision := _policy.decide(tx, "retry", _policy.pinned_of(node), node=node)).allowed:
             raise Refusal(_policy.refusal(decision, f"retrying node {node.key or node.id}"))
-        _reschedule(tx, node)
+        _reschedule(tx, node, force=force)
         if tx.saga.status == SagaStatus.RECOVERY_REQUIRED:
             tx.transition(tx.saga, SagaStatus.ACTIVE, event=E.SAGA_RESUMED, error=None)
     return node
 
 
-def _reschedule(tx: Tx, node: Node) -> None:
+def _reschedule(tx: Tx, node: Node, *, force: bool) -> None:
     rejected = node.status == NodeStatus.REJECTED
     approved = node.approvals.filter(status=ApprovalStatus.APPROVED).exists() and not rejected
     target = _graph.waiting_status(node, approved=approved)
@@ -181,6 +184,7 @@ def _reschedule(tx: Tx, node: Node) -> None:
         node,
         target,
         event=E.NODE_RETRIED,
+        event_data={"force": force},
         attempts=0,
         error=None,
         uncertain_outcome=False,

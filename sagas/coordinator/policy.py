@@ -22,8 +22,11 @@ from sagas.coordinator._actions import Pinned
 from sagas.coordinator._tx import Tx
 from sagas.errors import SagaError
 from sagas.models import Node, Step
+from sagas.selectors.approvals import has_binding_approval
 
 NO_ACTION: dict[str, Any] = {}
+# POLICY_SAFETY_OVERRIDE's status, in semantic-saga-mcp's words for the two fail-safe paths.
+SAFETY_STATUS = {"reject": "SAFE_REJECTION", "rollback": "ROLLBACK_SAFETY_PATH"}
 
 
 def active() -> bool:
@@ -88,11 +91,13 @@ def decide(
     node: Node | None = None,
     requested_parallel: int = 0,
     as_evaluated: bool = False,
+    approval_granted: bool | None = None,
 ) -> Decision:
     """Evaluate tenant policy for this phase now and audit it (POLICY_DECISION; nothing with mode none).
 
     In a preview saga the decision is recorded but not applied (nothing executes): callers get "allow", unless
-    they ask for the decision `as_evaluated` to report what it would have done.
+    they ask for the decision `as_evaluated` to report what it would have done. `approval_granted` (recorded, as
+    semantic-saga-mcp records it) defaults by phase: a node's binding approval when a gated node runs or is retried.
     """
     if not active():
         return governance_policy.NO_POLICY  # mode none: nothing to evaluate and nothing to audit
@@ -104,7 +109,8 @@ def decide(
     tx.record(
         E.POLICY_DECISION,
         node=node,
-        status=decision.effect,
+        action=(pinned.action, pinned.version) if pinned else None,
+        status=decision.effect.upper(),  # semantic-saga-mcp's casing: ALLOW, DENY, REQUIRE_APPROVAL
         data={
             "decision_id": decision.decision_id,
             "effect": decision.effect,
@@ -122,6 +128,8 @@ def decide(
                 "risk_units": subject.saga_risk_units,
                 "requested_parallel": requested_parallel,
             },
+            **_prospective(subject, pinned),
+            "approval_granted": _approval_granted(phase, node, approval_granted),
             # In a preview saga the decision is evidence of what policy would do; it is not applied.
             **({"preview": True} if tx.saga.preview else {}),
         },
@@ -131,14 +139,41 @@ def decide(
     return decision
 
 
+def _prospective(subject: PolicyInput, pinned: Pinned | None) -> dict[str, int]:
+    """The counters as they would be if the decided operation went ahead (what our budget rules compare, and
+    semantic-saga-mcp's `prospective_*` fields)."""
+    phase = subject.phase
+    figures = {
+        "prospective_steps": subject.saga_steps + (1 if phase == "execute" or (phase == "run" and pinned) else 0),
+        "prospective_planned_nodes": subject.saga_planned_nodes + (1 if phase == "plan" else 0),
+        "prospective_risk_units": subject.saga_risk_units
+        + (governance_policy.risk_units(subject.risk) if phase in ("plan", "execute") else 0),
+    }
+    if phase == "run" and not pinned:
+        figures["requested_max_parallel"] = subject.requested_parallel
+    return figures
+
+
+def _approval_granted(phase: str, node: Node | None, given: bool | None) -> bool:
+    if given is not None:
+        return given
+    if phase in ("run", "retry") and node is not None:
+        return not node.approval_required or has_binding_approval(node)
+    return phase not in ("execute", "plan")
+
+
 def safety_override(tx: Tx, operation: str, node: Node | None = None) -> None:
     """Rollback and rejection never depend on business policy; the evidence says they bypassed it."""
     if active():
         tx.record(
             E.POLICY_SAFETY_OVERRIDE,
             node=node,
-            status=operation,
-            data={"operation": operation, "reason": "rollback and rejection are always allowed after RBAC"},
+            status=SAFETY_STATUS.get(operation, operation.upper()),
+            data={
+                "operation": operation,
+                "phase": operation,
+                "reason": "rollback and rejection are always allowed after RBAC",
+            },
         )
 
 

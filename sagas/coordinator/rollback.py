@@ -202,7 +202,13 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
             # not a failure. A saga keeps the ROLLBACK_REQUESTED it was rolled back with, as semantic-saga-mcp did.
             cleared = {"error": None} if saga.kind == SagaKind.PROXY_SESSION else {}
             tx.transition(
-                saga, SagaStatus.ROLLED_BACK, event=E.ROLLBACK_COMPLETED, next_recovery_at=None, **release, **cleared
+                saga,
+                SagaStatus.ROLLED_BACK,
+                event=E.ROLLBACK_COMPLETED,
+                event_data=_counts(saga, failed=0),
+                next_recovery_at=None,
+                **release,
+                **cleared,
             )
             return saga
         failures = [
@@ -219,11 +225,17 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
             saga,
             SagaStatus.ROLLBACK_FAILED,
             event=E.ROLLBACK_FAILED,
+            event_data=_counts(saga, failed=len(failed)),
             error=error,
             next_recovery_at=_retry_at(saga, failed),
             **release,
         )
         return saga
+
+
+def _counts(saga: Saga, *, failed: int) -> dict[str, int]:
+    """The rollback's tally, as semantic-saga-mcp's ROLLBACK_COMPLETED / ROLLBACK_FAILED carry it."""
+    return {"compensated_steps": saga.steps.filter(status=StepStatus.COMPENSATED).count(), "failed_steps": failed}
 
 
 def _pause(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
+
+from audit import seed_names
 from audit.chain import verify_chain
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
@@ -25,23 +28,27 @@ def bounded_limit(value: object, name: str, default: int, high: int) -> int:
     return value
 
 
+# Stored as "" when absent (docs/audit_hash.md hashes them so); answered as null, as semantic-saga-mcp answers them.
+_OPTIONAL_TEXT = ("action", "action_version", "step_id", "node_id", "status", "trace_id", "span_id")
+
+
 def audit_event_to_dict(event: AuditEvent) -> dict[str, Any]:
+    """One event as semantic-saga-mcp answers it, plus `seed_name` (its name for the event, audit.seed_names).
+
+    Recompute `event_hash` from an answer with an absent field as "" and without `seed_name` (docs/audit_hash.md).
+    """
+    optional = {name: getattr(event, name) or None for name in _OPTIONAL_TEXT}
     return {
         "sequence": event.sequence,
         "id": str(event.id),
         # As semantic-saga-mcp's events carry it (a control-plane event: its chain's id, audit.control_plane).
         "saga_id": str(event.saga_id),
         "event_type": event.event_type,
-        "actor_principal_id": event.actor_principal_id,
-        "actor_type": event.actor_type,
-        "action": event.action,
-        "action_version": event.action_version,
-        "step_id": event.step_id,
-        "node_id": event.node_id,
-        "status": event.status,
+        "seed_name": seed_names.seed_name(event.event_type, event.status),
+        "actor_principal_id": event.actor_principal_id or None,
+        "actor_type": event.actor_type or None,
+        **optional,
         "data": event.data,
-        "trace_id": event.trace_id,
-        "span_id": event.span_id,
         "created_at": event.created_at_text,
         "previous_hash": event.previous_hash,
         "event_hash": event.event_hash,
@@ -56,11 +63,19 @@ def saga_audit_events(
     saga = tenant_saga(actor, saga_id)
     events = AuditEvent.objects.filter(saga_id=saga.id).order_by("sequence")
     if event_types:
-        if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
-            raise InvalidInput(message="event_types must be a list of event type names, e.g. ['STEP_COMPLETED'].")
-        events = events.filter(event_type__in=event_types)
+        events = events.filter(event_types_filter(event_types))
     rows = [audit_event_to_dict(e) for e in events[: bounded_limit(limit, "limit", 500, MAX_EVENTS)]]
     return {"saga_id": str(saga.id), "events": rows}
+
+
+def event_types_filter(event_types: object) -> Q:
+    """The events named by `event_types`, our names or semantic-saga-mcp's (audit.seed_names)."""
+    if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
+        raise InvalidInput(message="event_types must be a list of event type names, e.g. ['STEP_COMPLETED'].")
+    try:
+        return seed_names.matching(event_types)
+    except ValueError as unknown:
+        raise InvalidInput(message=str(unknown)) from None
 
 
 def saga_verify_audit(*, actor: Principal, saga_id: object) -> dict[str, Any]:

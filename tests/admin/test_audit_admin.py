@@ -50,3 +50,20 @@ def test_other_tenants_events_are_not_listed_or_viewable(olga: Client, operator:
     event = AuditEvent.objects.get(saga_id=theirs.id)
     assert str(theirs.id) not in olga.get(EVENTS).content.decode()
     assert olga.get(f"{EVENTS}{event.pk}/change/").status_code in (302, 404)
+
+
+def test_the_seeds_event_names_filter_and_are_shown(olga: Client, operator: Principal):
+    # given a saga with a checkpoint and one that was rolled back
+    kept = coordinator.saga_begin(actor=operator)
+    coordinator.saga_checkpoint(actor=operator, saga_id=kept.id, name="cp")
+    undone = coordinator.saga_begin(actor=operator)
+    coordinator.saga_rollback(actor=operator, saga_id=undone.id)
+    # when an auditor filters by semantic-saga-mcp's name for "rollback requested" or a name of ours
+    by_seed = olga.get(EVENTS, {"event_type": "ROLLBACK_REQUESTED"}).content.decode()
+    offered = olga.get(EVENTS).content.decode()
+    unknown = olga.get(EVENTS, {"event_type": "NOT_A_NAME"}).content.decode()
+    # then the matching events are listed with their seed name beside ours, and the seed's names are offered
+    assert str(undone.id) in by_seed and str(kept.id) not in by_seed
+    assert "semantic-saga-mcp name" in by_seed.lower()
+    assert "APPROVAL_DECIDED (semantic-saga-mcp)" in offered and "ACTION_COMPLETED (semantic-saga-mcp)" in offered
+    assert str(kept.id) not in unknown and str(undone.id) not in unknown

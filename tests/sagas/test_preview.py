@@ -159,7 +159,7 @@ def test_policy_is_recorded_in_a_preview_but_not_applied(
     # then the report says what the policy would have done, and the decisions are evidence marked preview
     denied = preview_report(actor=operator, saga_id=saga.id)["would_be_denied"]
     assert [d["action"] for d in denied] == ["transfer"] and "no-transfers" in denied[0]["why"]
-    decisions = AuditEvent.objects.filter(saga_id=saga.id, event_type="POLICY_DECISION", status="deny")
+    decisions = AuditEvent.objects.filter(saga_id=saga.id, event_type="POLICY_DECISION", status="DENY")
     assert decisions.exists() and all(d.data["preview"] is True for d in decisions)
     # while the same plan in a real saga is refused at planning
     real = coordinator.saga_begin(actor=operator)
