@@ -1,21 +1,35 @@
 """Reading registry files: strict JSON (registry.strict_json: duplicate keys and NaN refused, errors naming line
 and column), then the whole-file validation of registry.contracts. Reads only: `registry.services.registry_load_file`
 writes what this returns, and the start-up check of SAGA_ACTIONS_FILE (registry.checks) validates with it without
-writing.
+writing. A file in semantic-saga-mcp's older action-map format is read as its contracts NAME@legacy-v1
+(registry.legacy_action_map), with a warning: logged by read_registry_file, a system check warning at start-up.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
+from registry import legacy_action_map
 from registry.contracts import validate_registry_document
 from registry.errors import RegistryError
 from registry.strict_json import StrictJsonError, read_strict_json
 
+logger = logging.getLogger(__name__)
+
 
 def read_registry_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The contracts of a registry file, every one valid, or RegistryError naming each problem."""
+    """The contracts of a registry file, every one valid, or RegistryError naming each problem; what the reader
+    should know about the file (the older format loaded) is logged as a warning."""
+    contracts, notes = read_registry_file_with_notes(path)
+    for note in notes:
+        logger.warning("%s", note)
+    return contracts
+
+
+def read_registry_file_with_notes(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The contracts of a registry file and warnings about it, without logging them (the start-up check)."""
     try:
         document = read_strict_json(path, "registry file")
     except StrictJsonError as exc:
@@ -24,4 +38,6 @@ def read_registry_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             f"{exc} It is the load_actions argument or SAGA_ACTIONS_FILE; fix it and load it again. Nothing was "
             "registered.",
         ) from None
-    return validate_registry_document(document)
+    if legacy_action_map.is_legacy_action_map(document):
+        return legacy_action_map.legacy_contracts(document), [legacy_action_map.loaded_note(path, document)]
+    return validate_registry_document(document), []
