@@ -262,7 +262,8 @@ def _json_policy_errors(path: Path) -> list[CheckMessage]:
         return [
             Error(
                 f"SAGA_POLICY_FILE: {exc.message}",
-                hint="Correct the file (docs/policy_governance.md explains each field), or set SAGA_POLICY_MODE=none.",
+                hint="Correct the file (docs/policy_governance.md explains each field; notes go in title, "
+                "description, comment or $comment), or set SAGA_POLICY_MODE=none.",
                 id="saga.E021",
             )
         ]

@@ -6,10 +6,15 @@ threshold); 5. the effective default effect (the tenant's, else the wildcard sec
 
 The engine sees only sanitized control-plane context (PolicyInput): who, which phase, which action and its
 declared semantics, and counters. Never action inputs or results: a decision can be logged and audited safely.
+
+The file, each tenant section and each rule may carry documentation keys (DOCUMENTATION_KEYS): notes for people,
+never read here, so they change no decision. Any other key the schema does not know is refused, naming the closest
+known key: a misspelled `max_paralel` would otherwise be a budget silently not enforced.
 """
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
 
 from governance.policy.facts import (
     DEFAULT_RISK_WEIGHTS,
@@ -33,6 +39,9 @@ from registry.semantics import risk_of
 SCHEMA_PATH = Path(__file__).with_name("governance_policy.schema.json")
 WILDCARD = "*"
 UNVERSIONED = "unversioned"
+# Notes for people reading the file, accepted where the schema lists them (the file, a tenant section, a rule) and
+# never read. `$comment` is JSON Schema's own comment keyword; the others are what hand-written JSON uses.
+DOCUMENTATION_KEYS = ("description", "comment", "$comment", "title")
 
 # What semantic-saga-mcp calls each budget in a refusal; its clients and CI match on these phrases.
 SEED_BUDGET_LABELS = {
@@ -54,8 +63,65 @@ def _schema_problems(document: Any) -> list[str]:
     problems = []
     for error in sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]):
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path).lstrip(".")
-        problems.append(f"{path or '(file)'}: {error.message}")
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            problems += _unknown_keys(error, path)
+        else:
+            problems.append(f"{path or '(file)'}: {error.message}{_note_misplaced(error)}")
     return problems
+
+
+def _unknown_keys(error: ValidationError, path: str) -> list[str]:
+    """One problem per key the schema does not know at `path`, naming the closest known key and what to do."""
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    known = list(schema.get("properties", {}))
+    problems = []
+    for key in sorted(set(error.instance) - set(known), key=str):
+        where = f"{path}.{key}" if path else str(key)
+        problems.append(f"{where}: unknown key {key!r} ({_what_to_do(str(key), known)})")
+    return problems
+
+
+def _what_to_do(key: str, known: list[str]) -> str:
+    if close := difflib.get_close_matches(key, known, n=1, cutoff=0.6):
+        return f"did you mean {close[0]}? Correct the spelling"
+    elsewhere = _keys_elsewhere()
+    if close := difflib.get_close_matches(key, list(elsewhere), n=1, cutoff=0.8):
+        place = elsewhere[close[0]]
+        if close[0] == key:
+            return f"{key} belongs in {place}, not here; move it there"
+        return f"did you mean {close[0]}? It belongs in {place}, not here; move it there and correct the spelling"
+    settings = ", ".join(k for k in known if k not in DOCUMENTATION_KEYS and k != "$schema")
+    if all(k in known for k in DOCUMENTATION_KEYS):
+        return f"the keys here are {settings}; remove it, or keep a note in {', '.join(DOCUMENTATION_KEYS)}"
+    return f"the keys here are {settings}; remove it, or keep a note in the enclosing rule's or tenant's description"
+
+
+@cache
+def _keys_elsewhere() -> dict[str, str]:
+    """Each key the schema knows, and where it belongs: a key written one level off is named with its place."""
+    places = {
+        "tenant": "a tenant section",
+        "budgets": "a tenant's budgets",
+        "rule": "a rule",
+        "match": "a rule's match",
+    }
+    schema = policy_schema()
+    found = {key: "the file's top level" for key in schema["properties"]}
+    for name, place in places.items():
+        for key in schema["$defs"][name]["properties"]:
+            found.setdefault(key, place)
+    return {key: place for key, place in found.items() if key not in DOCUMENTATION_KEYS}
+
+
+def _note_misplaced(error: ValidationError) -> str:
+    """A documentation key directly under `tenants` names a tenant there: say where notes go."""
+    path = list(error.absolute_path)
+    if error.validator == "type" and len(path) == 2 and path[0] == "tenants" and path[1] in DOCUMENTATION_KEYS:
+        return (
+            f" (tenants is keyed by tenant id, so {path[1]!r} here is a tenant; put the note in the file's own "
+            f"{path[1]}, or in a tenant section)"
+        )
+    return ""
 
 
 def _duplicate_rule_ids(document: dict[str, Any]) -> list[str]:
