@@ -14,9 +14,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from saga_project import seed_cli
-from saga_project.cli import exit_on_misconfiguration
 from saga_project.environment import load_dotenv
-from saga_project.seed_flags import A2A_SEED_VARIABLES, SeedFlagRefused, given_as, parse_seed_command
+from saga_project.seed_flags import A2A_SEED_VARIABLES, SeedFlagRefused, parse_seed_command
 
 PROGRAM = "semantic-saga-a2a"
 
@@ -92,15 +91,8 @@ def main(argv: list[str] | None = None) -> None:
         seed_cli.make_database_directory(args)
     except SeedFlagRefused as refused:
         sys.exit(f"{PROGRAM}: {refused}")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["serve", "--host", args.host, "--port", str(args.port)]
-    unauthenticated = given_as(args, "allow_unauthenticated_a2a", "--allow-unauthenticated-a2a")
-    exit_on_misconfiguration(
-        PROGRAM,
-        lambda: seed_cli.migrate_and_serve(
-            PROGRAM, serve, database=seed_cli.database_source(args), allow_unauthenticated=unauthenticated
-        ),
-    )
+    seed_cli.start(PROGRAM, args, serve, allow_unauthenticated="--allow-unauthenticated-a2a")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,10 @@ scripts work as written. Flags become our environment variables before Django lo
 environment and `.env`, and is checked at start like any setting; the identity, lease, pool and telemetry flags are
 saga_project.seed_flags'); the database is migrated on start (the old server created its tables itself); then
 `semantic-saga mcp` (stdio) or `semantic-saga serve` runs.
+
+Every start-up error a flag's value can cause names the flag as the user gave it, not the variable it became
+(seed_flags.FlagTerms, built with the translation and applied wherever start-up reports: settings, the system checks,
+`serve`'s own refusals). The port is checked before the database is touched, and the banner printed once it is bound.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from saga_project.cli import exit_on_misconfiguration, prepare_home
@@ -17,6 +23,7 @@ from saga_project.environment import load_dotenv
 from saga_project.seed_flags import (
     MCP_SEED_VARIABLES,
     SEED_FILE_ROOT,
+    FlagTerms,
     SeedFlagRefused,
     add_seed_flags,
     given_as,
@@ -79,6 +86,8 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
         env["SAGA_POLICY_FILE"] = os.path.abspath(args.policy_file)
     if args.policy_opa_url:
         env["SAGA_OPA_URL"] = args.policy_opa_url
+    # With the URL (the seed's default path came with it), or given alone for a URL the environment sets.
+    if args.policy_opa_url or "policy_opa_decision_path" in getattr(args, "seed_flags_given", ()):
         env["SAGA_OPA_DECISION_PATH"] = args.policy_opa_decision_path
     if args.policy_opa_token_env:
         env["SAGA_OPA_TOKEN_ENV"] = args.policy_opa_token_env
@@ -100,6 +109,7 @@ def _environment(args: argparse.Namespace) -> dict[str, str]:
     if "DATABASE_URL" in env or os.environ.get("DATABASE_URL"):
         env.setdefault("SECRET_KEY", os.environ.get("SECRET_KEY", "") or os.urandom(32).hex())
     # Else the per-user home's database, and its key (saga_project.home), as `semantic-saga mcp` would use.
+    args.flag_terms = FlagTerms.of(args, os.environ, env)  # start-up errors name what the user typed
     return env
 
 
@@ -151,15 +161,41 @@ def main(argv: list[str] | None = None) -> None:
         make_database_directory(args)
     except SeedFlagRefused as refused:
         sys.exit(f"{PROGRAM}: {refused}")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
     serve = ["mcp"] if args.transport == "stdio" else ["serve", "--host", args.host, "--port", str(args.port)]
-    unauthenticated = given_as(args, "allow_unauthenticated_http", "--allow-unauthenticated-http")
-    exit_on_misconfiguration(
-        PROGRAM,
-        lambda: migrate_and_serve(
-            PROGRAM, serve, database=database_source(args), allow_unauthenticated=unauthenticated
-        ),
-    )
+    start(PROGRAM, args, serve, allow_unauthenticated="--allow-unauthenticated-http")
+
+
+def start(program: str, args: argparse.Namespace, command: list[str], *, allow_unauthenticated: str) -> None:
+    """Set Django up and run `command` (migrate_and_serve) for a seed command line whose flags are in os.environ;
+    every start-up error names the flags and variables as the user gave them (args.flag_terms)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "saga_project.settings")
+    terms: FlagTerms = getattr(args, "flag_terms", FlagTerms())
+    unauthenticated = given_as(args, allow_unauthenticated.removeprefix("--").replace("-", "_"), allow_unauthenticated)
+
+    def set_up() -> None:
+        with _errors_in(terms):
+            django.setup()  # settings.py: where a value that cannot work at all is refused
+
+    def run() -> None:
+        with _errors_in(terms):
+            migrate_and_serve(
+                program, command, database=database_source(args), allow_unauthenticated=unauthenticated, terms=terms
+            )
+
+    exit_on_misconfiguration(program, run, set_up=set_up)
+
+
+@contextmanager
+def _errors_in(terms: Callable[[str], str]) -> Iterator[None]:
+    """Settings' refusal (ImproperlyConfigured, printed by exit_on_misconfiguration) in the user's terms."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        yield
+    except ImproperlyConfigured as exc:
+        raise ImproperlyConfigured(terms(str(exc))) from None
 
 
 def migrate_and_serve(
@@ -168,22 +204,26 @@ def migrate_and_serve(
     *,
     database: str = "DATABASE_URL",
     allow_unauthenticated: str = "--allow-unauthenticated-http",
+    terms: Callable[[str], str] = str,
 ) -> None:
     """Check the configuration first (a bad flag or file must not leave a fresh database behind), then what `serve`
-    would refuse, in the seed's words; make the per-user home ready as `semantic-saga mcp` / `serve` do (without a
-    database configured), migrate, serve. `database` and `allow_unauthenticated` name what the user set."""
+    would refuse, in the seed's words, and that its port is free; make the per-user home ready as `semantic-saga mcp`
+    / `serve` do (without a database configured), migrate, serve. `database` and `allow_unauthenticated` name what
+    the user set; `terms` rewrites our variables in an error to what the user gave (seed_flags.FlagTerms)."""
     from django.conf import settings
-    from django.core.management import execute_from_command_line
+    from django.core.management import call_command, execute_from_command_line
+    from django.core.management.base import CommandError
 
     from governance.identity.listening import declare_listening, is_loopback
     from saga_project.checks import configuration_report
     from saga_project.startup_database import database_problem
+    from sagas.management.commands.serve import listening_sockets
 
     host = command[command.index("--host") + 1] if "--host" in command else None
     if host is not None:  # before the checks read the token file: a short token depends on where we listen
         declare_listening(host)
     if report := configuration_report(program):
-        sys.exit(report)
+        sys.exit(terms(report))
     if problem := database_problem(database):  # before anything opens the pool, which would retry for seconds
         sys.exit(f"{program} did not start: {problem}")
     unauthenticated = settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED
@@ -194,9 +234,21 @@ def migrate_and_serve(
             f"bind --host 127.0.0.1, or pass {allow_unauthenticated} (SAGA_ALLOW_UNAUTHENTICATED=true) if a "
             "trusted proxy in front authenticates every request."
         )
+    if host is not None:  # a port in use stops us before a fresh database is created for nothing
+        port = int(command[command.index("--port") + 1])
+        try:
+            for probe in listening_sockets(host, port, program):  # bound, not listening; serve binds it again
+                probe.close()
+        except CommandError as busy:
+            sys.exit(str(busy))
+        command = [*command, "--program", program]
     prepare_home(command[0])  # the per-user home: created and migrated on first use, under its lock
     execute_from_command_line(["semantic-saga", "migrate", "--no-input", "--verbosity", "0", "--skip-checks"])
-    execute_from_command_line(["semantic-saga", *command])
+    try:
+        call_command(*command)
+    except CommandError as refused:  # serve's or mcp's own start-up refusals, as ours, not as a CommandError
+        message = str(refused)
+        sys.exit(terms(message if message.startswith(program) else f"{program} did not start: {message}"))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ to act on here is accepted with a note on stderr. docs/configuration.md, "From s
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -127,15 +129,11 @@ def parse_seed_command(
             if value is not None:
                 defaults[dest], sources[dest] = value, variable
     parser.set_defaults(**defaults)
-    args = parser.parse_args(argv)
-    args.seed_variables_read = frozenset(sources)
     given = sys.argv[1:] if argv is None else argv
-    flags = {action.dest: action.option_strings for action in parser._actions}
-    args.seed_sources = {
-        dest: variable
-        for dest, variable in sources.items()
-        if not any(a == f or a.startswith(f"{f}=") for a in given for f in flags.get(dest, ()))
-    }
+    args = parser.parse_args(given)
+    args.seed_variables_read = frozenset(sources)
+    args.seed_flags_given = flags_given(parser, given)
+    args.seed_sources = {dest: variable for dest, variable in sources.items() if dest not in args.seed_flags_given}
     # --database and --postgres-dsn exclude each other: a flag given wins over the other's variable.
     if args.database and args.postgres_dsn:
         from_variables = [dest for dest in ("database", "postgres_dsn") if dest in args.seed_sources]
@@ -147,6 +145,23 @@ def parse_seed_command(
         setattr(args, from_variables[0], None)
         del args.seed_sources[from_variables[0]]
     return args
+
+
+def flags_given(parser: argparse.ArgumentParser, argv: list[str]) -> frozenset[str]:
+    """The dests of the options `argv` gives, however spelled: `--auth-mod` is argparse's unambiguous prefix of
+    --auth-mode (parsing `argv` has succeeded, so every prefix given names one option), `--port=1` a value joined."""
+    options = parser._option_string_actions
+    dests = set()
+    for arg in argv:
+        if arg == "--":
+            break
+        if not arg.startswith("--"):
+            continue
+        name = arg.partition("=")[0]
+        matching = [options[name]] if name in options else [a for o, a in options.items() if o.startswith(name)]
+        if len({id(action) for action in matching}) == 1:
+            dests.add(matching[0].dest)
+    return frozenset(dests)
 
 
 def _seed_variable_value(variable: str, raw: str, kind: str) -> object:
@@ -177,6 +192,116 @@ def given_as(args: argparse.Namespace, dest: str, flag: str) -> str:
     """How the user set `dest`: `flag`, or the seed's variable when that set it and the flag was not given."""
     variable = getattr(args, "seed_sources", {}).get(dest)
     return f"{variable} (the seed's variable for {flag})" if variable else flag
+
+
+# --- errors in the words the user typed ---------------------------------------------------------------------------
+
+# Each seed flag and the variable of ours it becomes (saga_project.seed_cli._environment and seed_environment): a
+# start-up error about a variable names the flag instead (FlagTerms). Two flags may set one variable.
+FLAG_VARIABLES: tuple[tuple[str, str], ...] = (
+    ("--database", "DATABASE_URL"),
+    ("--postgres-dsn", "DATABASE_URL"),
+    ("--actions", "SAGA_ACTIONS_FILE"),
+    ("--allowed-host", "ALLOWED_HOSTS"),
+    ("--policy-mode", "SAGA_POLICY_MODE"),
+    ("--policy-file", "SAGA_POLICY_FILE"),
+    ("--policy-opa-url", "SAGA_OPA_URL"),
+    ("--policy-opa-decision-path", "SAGA_OPA_DECISION_PATH"),
+    ("--policy-opa-token-env", "SAGA_OPA_TOKEN_ENV"),
+    ("--policy-opa-timeout", "SAGA_OPA_TIMEOUT_SECONDS"),
+    ("--worker-id", "SAGA_WORKER_ID"),
+    ("--otel-endpoint", "OTEL_EXPORTER_OTLP_ENDPOINT"),
+    ("--otel-headers", "OTEL_EXPORTER_OTLP_HEADERS"),
+    ("--otel-service-name", "OTEL_SERVICE_NAME"),
+    ("--auth-mode", "SAGA_AUTH_MODE"),
+    ("--auth-static-tokens", "SAGA_AUTH_STATIC_TOKENS"),
+    ("--auth-issuer", "SAGA_JWT_ISSUER"),
+    ("--auth-audience", "SAGA_JWT_AUDIENCE"),
+    ("--auth-jwks-url", "SAGA_JWT_JWKS_URL"),
+    ("--auth-jwt-algorithm", "SAGA_JWT_ALGORITHMS"),
+    ("--auth-tenant-claim", "SAGA_JWT_TENANT_CLAIMS"),
+    ("--auth-roles-claim", "SAGA_JWT_ROLES_CLAIM"),
+    ("--auth-principal-type-claim", "SAGA_JWT_PRINCIPAL_TYPE_CLAIM"),
+    ("--auth-allow-missing-tenant", "SAGA_JWT_ALLOW_MISSING_TENANT"),
+    ("--auth-required-scope", "SAGA_AUTH_REQUIRED_SCOPES"),
+    ("--auth-resource-url", "SAGA_PUBLIC_URL"),
+    ("--a2a-public-url", "SAGA_PUBLIC_URL"),
+    ("--allow-unauthenticated-http", "SAGA_ALLOW_UNAUTHENTICATED"),
+    ("--allow-unauthenticated-a2a", "SAGA_ALLOW_UNAUTHENTICATED"),
+    ("--allowed-origin", "SAGA_ALLOWED_ORIGINS"),
+    ("--file-root", "SAGA_FILE_ROOT"),
+    ("--lease-seconds", "SAGA_LEASE_SECONDS"),
+    ("--recovery-limit", "SAGA_RECOVERY_BATCH"),
+    ("--postgres-pool-min", "SAGA_DB_POOL_MIN_SIZE"),
+    ("--postgres-pool-max", "SAGA_DB_POOL_MAX_SIZE"),
+)
+# Flags without a value: `VARIABLE=true` is the flag alone.
+SWITCH_FLAGS = frozenset({"--auth-allow-missing-tenant", "--allow-unauthenticated-http", "--allow-unauthenticated-a2a"})
+# How a message tells someone to give a setting, said of a flag.
+_VERBS = {"Set": "Pass", "set": "pass", "Unset": "Drop", "unset": "drop"}
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class FlagTerms:
+    """Our variables as the user of a seed command line gave them, for its start-up errors.
+
+    Calling it on a message rewrites each variable to what set it: the flag typed (`SAGA_AUTH_MODE=static needs
+    SAGA_AUTH_STATIC_TOKENS=<path>` becomes `--auth-mode static needs --auth-static-tokens <path>`), the seed's
+    variable that stood for the flag, or, for a variable nobody set, the flag that would set it. A variable the user
+    set in the environment (or .env), or that the command guessed (SAGA_PUBLIC_URL from --host), keeps its name.
+    """
+
+    names: Mapping[str, str] = field(default_factory=dict)  # our variable -> the flag, or the seed's variable
+
+    @classmethod
+    def of(cls, args: argparse.Namespace, environ: Mapping[str, str], translated: Mapping[str, str]) -> FlagTerms:
+        """`args` as parse_seed_command read it; `environ` before the translation; `translated` what it set."""
+        given = getattr(args, "seed_flags_given", None)
+        if given is None:  # a namespace parsed without parse_seed_command: the options that hold a value
+            given = {dest for dest, value in vars(args).items() if value not in (None, False, [])}
+        sources: dict[str, str] = getattr(args, "seed_sources", {})
+        candidates: dict[str, list[str]] = {}
+        for flag, variable in FLAG_VARIABLES:
+            if hasattr(args, _dest(flag)):
+                candidates.setdefault(variable, []).append(flag)
+        names: dict[str, str] = {}
+        for variable, flags in candidates.items():
+            typed = [flag for flag in flags if _dest(flag) in given and _dest(flag) not in sources]
+            seeded = [(flag, sources[_dest(flag)]) for flag in flags if _dest(flag) in sources]
+            if typed:
+                names[variable] = typed[0]
+            elif seeded:
+                names[variable] = seeded[0][1]
+            elif len(flags) == 1 and variable not in translated and not environ.get(variable, "").strip():
+                names[variable] = flags[0]  # nobody set it: the flag that would
+        return cls(names)
+
+    def __call__(self, text: str) -> str:
+        for variable, name in self.names.items():
+            text = re.sub(_mention(variable), functools.partial(_spelled, name=name), text)
+        for name in set(self.names.values()):  # a message that named both: `--x (--x)`, `--x or --x`
+            once = re.escape(name)
+            text = re.sub(rf"{once} \({once}\)|{once} or {once}(?![\w-])", name, text)
+        return text
+
+
+def _mention(variable: str) -> str:
+    """A variable in a message: optionally after a verb telling to set it, optionally with `=value` after it."""
+    return rf"(?:\b(?P<verb>{'|'.join(_VERBS)}) )?(?<![\w-]){re.escape(variable)}(?![\w])(?P<equals>=(?:true\b)?)?"
+
+
+def _spelled(found: re.Match[str], name: str) -> str:
+    verb, equals = found["verb"], found["equals"]
+    if not name.startswith("--"):  # the seed's variable: the same sentence, its name
+        return f"{verb + ' ' if verb else ''}{name}{equals or ''}"
+    said = f"{_VERBS[verb]} {name}" if verb else name
+    if equals == "=true":
+        return said if name in SWITCH_FLAGS else f"{said} true"
+    return f"{said} " if equals else said
 
 
 def add_seed_flags(parser: argparse.ArgumentParser) -> None:

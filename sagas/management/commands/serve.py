@@ -1,7 +1,16 @@
-"""`semantic-saga serve`: the one ASGI app (MCP at /mcp, A2A at /a2a and its card, admin, /healthz) under uvicorn."""
+"""`semantic-saga serve`: the one ASGI app (MCP at /mcp, A2A at /a2a and its card, admin, /healthz) under uvicorn.
+
+The port is bound here, before the banner, and the bound sockets handed to uvicorn: the banner is printed only once
+the port is ours, and a port in use is one message saying which port and what to do (not uvicorn's errno line after
+a banner that said we were serving).
+"""
 
 from __future__ import annotations
 
+import argparse
+import errno
+import socket
+import sys
 from typing import Any
 
 import uvicorn
@@ -9,6 +18,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from uvicorn.config import STARTUP_FAILURE
 
 from governance.identity.authentication import token_verifier
 from governance.identity.listening import declare_listening, is_loopback
@@ -43,6 +53,59 @@ def refuse_to_start_unless_ready(program: str) -> None:
     register_defaults()
 
 
+# uvicorn's default listen backlog; the sockets listen from the banner on, so a client that read it is queued, not
+# refused, while the application starts.
+BACKLOG = 2048
+
+
+def listening_sockets(host: str, port: int, program: str, *, backlog: int | None = None) -> list[socket.socket]:
+    """A bound socket for each address `host` resolves to (as uvicorn binds a host: `localhost` is 127.0.0.1 and
+    ::1), listening when `backlog` is given; else CommandError saying which port, why, and what to do."""
+    refusal = f"{program} did not start: "
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise CommandError(
+            f"{refusal}cannot listen on {host}: {exc.strerror}. Pass --host with an address or name of this "
+            "machine (127.0.0.1 for this machine only, 0.0.0.0 for every interface)."
+        ) from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(addresses):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # its IPv4 twin is bound on its own
+            sock.bind(address)
+            if backlog is not None:
+                sock.listen(backlog)
+    except OSError as exc:
+        for sock in sockets:
+            sock.close()
+        raise CommandError(refusal + _cannot_listen(host, port, exc)) from None
+    return sockets
+
+
+def _cannot_listen(host: str, port: int, exc: OSError) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"port {port} on {host} is already in use: another process is listening there. Pick a free port with "
+            f"--port N, or stop that process (`ss -ltnp 'sport = :{port}'` or `lsof -i :{port}` shows which)."
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"port {port} on {host} may not be opened by this user (ports below 1024 need privileges). Pick a port "
+            "from 1024 up with --port N (the default is 8000)."
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"{host} is not an address of this machine, so port {port} cannot be opened on it. Pass --host with one "
+            "of its addresses (127.0.0.1 for this machine only, 0.0.0.0 for every interface)."
+        )
+    return f"port {port} on {host} cannot be opened: {exc.strerror or exc}. Pick another --port N or --host."
+
+
 class Command(BaseCommand):
     help = (
         "Serve Semantic Saga (MCP, A2A, admin, /healthz) with uvicorn on one port. Loads SAGA_ACTIONS_FILE at start-up."
@@ -54,11 +117,13 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1", help="Address to bind (default 127.0.0.1).")
         parser.add_argument("--port", type=int, default=8000, help="Port to bind (default 8000).")
         parser.add_argument("--log-level", default="info", help="uvicorn log level (default info).")
+        # The command line that started us (the seed's semantic-saga-mcp / -a2a), for its start-up refusals.
+        parser.add_argument("--program", default="semantic-saga serve", help=argparse.SUPPRESS)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        host, port = options["host"], options["port"]
+        host, port, program = options["host"], options["port"], options["program"]
         declare_listening(host)  # before the token file is read: a short token is accepted on loopback only
-        refuse_to_start_unless_ready("semantic-saga serve")
+        refuse_to_start_unless_ready(program)
         self._warn_of_short_tokens(host)
         if not is_loopback(host) and settings.SAGA_AUTH_MODE == "none" and not settings.SAGA_ALLOW_UNAUTHENTICATED:
             raise CommandError(
@@ -66,14 +131,31 @@ class Command(BaseCommand):
                 "admin. Set SAGA_AUTH_MODE=static or jwt (docs/identity.md), bind to 127.0.0.1, or set "
                 "SAGA_ALLOW_UNAUTHENTICATED=true if a trusted proxy in front authenticates every request."
             )
+        sockets = listening_sockets(host, port, program, backlog=BACKLOG)
         where = "loopback only" if is_loopback(host) else "reachable from the network"
         self.stdout.write(
             f"Semantic Saga on http://{host}:{port}/ ({where}): MCP at /mcp, A2A at /a2a, REST at /api/v1/, "
             "admin at /admin/, health at /healthz"
         )
-        uvicorn.run(
-            "saga_project.asgi:application", host=host, port=port, lifespan="on", log_level=options["log_level"]
+        self.stdout.flush()  # before uvicorn's own lines, wherever stdout goes
+        config = uvicorn.Config(
+            "saga_project.asgi:application",
+            host=host,
+            port=port,
+            lifespan="on",
+            log_level=options["log_level"],
+            backlog=BACKLOG,
         )
+        server = uvicorn.Server(config)
+        try:
+            server.run(sockets=sockets)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            for sock in sockets:
+                sock.close()
+        if not server.started:  # the application's start-up failed; uvicorn has logged why (as uvicorn.run exits)
+            sys.exit(STARTUP_FAILURE)
 
     def _warn_of_short_tokens(self, host: str) -> None:
         verifier = token_verifier()
