@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+from collections.abc import Mapping
 from typing import Any
 
 from registry.contracts import resolved_execution_policy
@@ -66,33 +70,66 @@ def action_summary(row: ActionDefinition) -> dict[str, Any]:
 
 
 def action_detail(row: ActionDefinition) -> dict[str, Any]:
+    """get_action's answer: the summary, the contract as registered (`definition`, which `definition_hash` is
+    over), and semantic-saga-mcp's fields beside them: `forward` and `compensation` at the top level (as its
+    get_action shows a contract's requests) and `implementation` / `implementation_hash`."""
     return {
         **action_summary(row),
         "definition": row.definition,
         "resolved_execution_policy": resolved_execution_policy(row.definition),
-        **_implementation(row),
+        **{part: shown_request(row.definition[part]) for part in REQUEST_PARTS if part in row.definition},
+        **builtin_implementation(row.definition),
     }
 
 
-def _implementation(row: ActionDefinition) -> dict[str, Any]:
+REQUEST_PARTS = ("forward", "compensation")
+# Header names whose value is a credential. A contract gives a secret as a reference ({"secret_ref": "env://NAME"}),
+# which names where the secret lives and never holds it; a literal value under one of these names is a credential
+# written into the contract, and a shown request says REDACTED instead (semantic-saga-mcp's request previews
+# redact the same names).
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+REDACTED = "[REDACTED]"
+
+
+def shown_request(request: Any) -> Any:
+    """A contract's request (forward or compensation) as answers show it: secret references as references, a
+    literal credential header as REDACTED, everything else as registered."""
+    headers = request.get("headers") if isinstance(request, dict) else None
+    if not isinstance(headers, dict):
+        return request
+    shown = {
+        name: REDACTED if isinstance(value, str) and name.lower() in CREDENTIAL_HEADERS else value
+        for name, value in headers.items()
+    }
+    return {**request, "headers": shown}
+
+
+def builtin_implementation(definition: Mapping[str, Any]) -> dict[str, str | None]:
     """semantic-saga-mcp's `implementation` (the code that runs an in-process action) and `implementation_hash`
     (SHA-256 of that code's source, forward and compensation): a different hash means different code runs it.
-    Both are null for an action another service runs (http, mcp), whose contract is all there is to pin."""
-    import hashlib
-    import inspect
+    Both are null for an action another service runs (http, mcp), whose contract is all there is to pin.
 
+    They describe the code this server runs now, not a part of the contract: no definition hash covers them."""
+    if definition.get("kind") != "builtin":
+        return {"implementation": None, "implementation_hash": None}
+    parts = (definition.get("forward"), definition.get("compensation"))
+    names = tuple(part.get("builtin") for part in parts if isinstance(part, dict))
+    return dict(_implementation_of(tuple(name for name in names if isinstance(name, str))))
+
+
+@functools.lru_cache(maxsize=64)
+def _implementation_of(names: tuple[str, ...]) -> tuple[tuple[str, str | None], ...]:
+    """Per pair of handler names, once per process: the source is read from disk."""
     from registry.actions.builtin import BUILTIN_HANDLERS
 
-    parts = (row.definition.get("forward"), row.definition.get("compensation")) if row.kind == "builtin" else ()
-    names = [part.get("builtin") for part in parts if isinstance(part, dict)]
-    handlers = [BUILTIN_HANDLERS[name] for name in names if isinstance(name, str) and name in BUILTIN_HANDLERS]
+    handlers = [BUILTIN_HANDLERS[name] for name in names if name in BUILTIN_HANDLERS]
     if not handlers:
-        return {"implementation": None, "implementation_hash": None}
+        return (("implementation", None), ("implementation_hash", None))
     source = "".join(inspect.getsource(handler) for handler in handlers)
-    return {
-        "implementation": f"{handlers[0].__module__}.{handlers[0].__qualname__}",
-        "implementation_hash": hashlib.sha256(source.encode("utf-8")).hexdigest(),
-    }
+    return (
+        ("implementation", f"{handlers[0].__module__}.{handlers[0].__qualname__}"),
+        ("implementation_hash", hashlib.sha256(source.encode("utf-8")).hexdigest()),
+    )
 
 
 def _inactive(action_id: str, version: str | None, rows: list[ActionDefinition]) -> RegistryError:

@@ -23,7 +23,7 @@ from django.db import DatabaseError, transaction
 
 from governance.policy import revision as policy_revision
 from governance.policy.facts import DEFAULT_RISK_WEIGHTS, Decision, PolicyInput
-from registry.semantics import risk_of
+from registry.semantics import RISKS, risk_of
 
 if TYPE_CHECKING:  # the backends are imported by _build, when one is configured (mode none loads none of them)
     from governance.policy.revision import PolicyBackend
@@ -112,12 +112,19 @@ def risk_units(risk: str) -> int:
 
 
 def policy_status(tenant_id: str) -> dict[str, Any]:
+    """The policy in force for `tenant_id`, whatever the backend.
+
+    `risk_weights` (semantic-saga-mcp's field, the same shape: risk level -> units) are the units each risk
+    counts against `budgets.max_risk_units`, exactly as `risk_units` counts them: a JSON policy's `risk_weights`
+    over the defaults, the defaults for Rego, OPA and no policy (without a policy no budget applies)."""
     from governance.kill_switch import engaged
 
     stopped = engaged(tenant_id) is not None
     policy = engine()
+    weigh = policy.risk_units if policy is not None else DEFAULT_RISK_WEIGHTS.__getitem__
+    weights = {level: weigh(level) for level in RISKS}
     if policy is not None:
-        return {**policy.status(tenant_id), "kill_switch": stopped}
+        return {**policy.status(tenant_id), "risk_weights": weights, "kill_switch": stopped}
     return {
         "tenant_id": tenant_id,
         "backend": BACKEND_NONE,
@@ -126,5 +133,6 @@ def policy_status(tenant_id: str) -> dict[str, Any]:
         "approval_at_or_above_risk": None,
         "budgets": {},
         "rule_ids": [],
+        "risk_weights": weights,
         "kill_switch": stopped,
     }

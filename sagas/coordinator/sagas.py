@@ -26,7 +26,8 @@ MAX_METADATA_BYTES = 64 * 1024
 MAX_CHECKPOINT_BYTES = 1024 * 1024
 # Metadata keys only the server writes: who began the saga, and what a proxy session is. A caller naming one is
 # refused rather than silently overwritten, so nobody can pass a saga off as something it is not.
-RESERVED_METADATA_KEYS = ("_identity", "proxy")
+# `_engine` is the workflow state answers build at read time, as semantic-saga-mcp stored it (selectors.shapes).
+RESERVED_METADATA_KEYS = ("_identity", "_engine", "proxy")
 # Held proxied calls still waiting or running: they keep a proxy session from committing.
 OPEN_PROXIED_NODE_STATES = (NodeStatus.WAITING_APPROVAL, NodeStatus.READY, NodeStatus.EXECUTING)
 

@@ -81,7 +81,9 @@ SAGA_SUMMARY = _obj(
         "created_at": {"type": "string"},
         "updated_at": {"type": "string"},
     },
-    error={"type": ["object", "null"]},
+    # semantic-saga-mcp's error text (the message); the error object (code, message, ...) is error_detail.
+    error=NULLABLE_STR,
+    error_detail={"type": ["object", "null"]},
     metadata=ANY_OBJECT,
 )
 SAGA = {

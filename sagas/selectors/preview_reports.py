@@ -17,6 +17,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from governance.policy.engine import risk_units
 from registry.contracts import has_compensation
+from registry.semantics import reversibility_of
 from sagas.errors import InvalidTransition
 from sagas.models import Saga, Step
 from sagas.selectors import proxy_preview_reports as proxied
@@ -119,8 +120,8 @@ def _item(step: Step) -> dict[str, Any]:
 
 
 def _class_of(reversibility: object) -> str:
-    value = str(reversibility or "unknown")
-    return value if value in CLASSES else "unknown"
+    # Ours, or semantic-saga-mcp's word read as ours ("full" is reversible); anything else is unknown.
+    return reversibility_of(reversibility)
 
 
 def _ref(item: dict[str, Any]) -> dict[str, Any]:

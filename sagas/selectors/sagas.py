@@ -16,7 +16,7 @@ from sagas.errors import InvalidInput
 from sagas.models import Node, Saga, Step
 from sagas.selectors.pages import as_utc, keyset_page
 from sagas.selectors.scope import tenant_saga, tenant_sagas
-from sagas.states import SagaStatus
+from sagas.states import NOT_STARTED_NODE_STATES, RETRYABLE_NODE_STATES, TERMINAL_SAGA, SagaStatus
 
 
 def saga_get(*, actor: Principal, saga_id: object) -> Saga:
@@ -76,3 +76,14 @@ def saga_list(
         )
     page = keyset_page(query, limit=limit, cursor=cursor, newest_first=True, start="the newest saga")
     return SagaPage(page.rows, page.next_cursor)
+
+
+def unfinished_work_pins(action: str, version: str) -> bool:
+    """Whether a node of an unfinished saga that has not run yet, or may run again, pins `action@version`: such a
+    version must stay active until that work is done (registry.defaults waits before replacing a default)."""
+    may_run = NOT_STARTED_NODE_STATES | RETRYABLE_NODE_STATES
+    return (
+        Node.objects.filter(action=action, action_version=version, status__in=may_run)
+        .exclude(saga__status__in=TERMINAL_SAGA)
+        .exists()
+    )

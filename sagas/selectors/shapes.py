@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from registry.models import ActionDefinition
+from registry.selectors import builtin_implementation
 from sagas.models import Approval, Checkpoint, Node, Saga, Step
 from sagas.selectors.approvals import ApprovalContext, approval_context, pending_of, waiting_contexts
 from sagas.selectors.undo_outcome import undo_outcome
@@ -41,12 +44,23 @@ def step_to_dict(step: Step, *, payload: bool = True) -> dict[str, Any]:
     }
     if payload:
         out.update(
-            action_definition=step.action_definition,
+            action_definition=shown_definition(step.action_definition),
             input=step.input,
             result=step.result,
             compensation_result=step.compensation_result,
         )
     return out
+
+
+def shown_definition(snapshot: Any) -> Any:
+    """A pinned contract snapshot as answers show it: the snapshot, plus semantic-saga-mcp's `implementation` and
+    `implementation_hash` for a builtin (the code that runs it now, as get_action gives them).
+
+    Those two keys are presentation: no contract may hold them (the registry schema refuses them), and the pinned
+    `action_definition_hash` is over the snapshot without them, so dropping them recomputes it."""
+    if not isinstance(snapshot, dict) or snapshot.get("kind") != "builtin":
+        return snapshot
+    return {**snapshot, **builtin_implementation(snapshot)}
 
 
 def approval_to_dict(approval: Approval | None) -> dict[str, Any] | None:
@@ -132,7 +146,9 @@ def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
         "creator_principal_id": saga.creator_principal_id,
         "status": saga.status,
         "metadata": saga.metadata,
-        "error": saga.error,
+        # semantic-saga-mcp's `error` is the failure's text; the whole object (code, message, ...) is error_detail.
+        "error": error_text(saga.error),
+        "error_detail": saga.error,
         "created_at": _ts(saga.created_at),
         "updated_at": _ts(saga.updated_at),
     }
@@ -141,6 +157,17 @@ def saga_summary(saga: Saga, *, payload: bool = True) -> dict[str, Any]:
     if saga.kind == SagaKind.PROXY_SESSION and (outcome := undo_outcome(saga)) is not None:
         out["undo"] = outcome.as_json()  # how its undo ended: undone, or what it left (sagas.selectors.undo_outcome)
     return out
+
+
+def error_text(error: Any) -> str | None:
+    """An error object's message (its code when it has none); a text as it is; None for no error."""
+    if error is None or isinstance(error, str):
+        return error
+    if isinstance(error, dict):
+        for key in ("message", "code"):
+            if isinstance(error.get(key), str) and error[key]:
+                return str(error[key])
+    return json.dumps(error, sort_keys=True, default=str)
 
 
 def new_saga_to_dict(saga: Saga) -> dict[str, Any]:
@@ -162,9 +189,50 @@ def saga_to_dict(saga: Saga, *, read_just_now: bool = False) -> dict[str, Any]:
     checkpoints = list(saga.checkpoints.order_by("created_at"))
     if nodes or checkpoints:
         contexts = waiting_contexts(nodes)
-        out["workflow"] = {
-            "version": WORKFLOW_VERSION,
-            "nodes": [node_to_dict(n, contexts=contexts) for n in nodes],
-            "checkpoints": [checkpoint_to_dict(c) for c in checkpoints],
+        shown_nodes = [node_to_dict(n, contexts=contexts) for n in nodes]
+        shown_checkpoints = [checkpoint_to_dict(c) for c in checkpoints]
+        out["workflow"] = {"version": WORKFLOW_VERSION, "nodes": shown_nodes, "checkpoints": shown_checkpoints}
+        out["metadata"] = {
+            **saga.metadata,
+            ENGINE_KEY: _engine_state(shown_nodes, shown_checkpoints, _node_snapshots(nodes, out["steps"])),
         }
     return out
+
+
+# semantic-saga-mcp keeps its workflow in the saga's metadata under `_engine` ({version, nodes by id, checkpoints}),
+# and its clients read it there. Ours lives in tables: an answer derives `_engine` from them when it is read
+# (nothing is stored under that key), so it says what `workflow` says, with each node's pinned contract.
+ENGINE_KEY = "_engine"
+
+
+def _engine_state(
+    nodes: list[dict[str, Any]], checkpoints: list[dict[str, Any]], snapshots: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {
+        "version": WORKFLOW_VERSION,
+        "nodes": {node["id"]: {**node, "action_definition": snapshots.get(node["id"])} for node in nodes},
+        "checkpoints": checkpoints,
+    }
+
+
+def _node_snapshots(nodes: list[Node], steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each node's pinned contract as shown: its step's snapshot once it ran, else the registry's row of the
+    version and hash it pinned (one query for all of them; None where none matches, e.g. a proxied call)."""
+    by_step = {step["id"]: step.get("action_definition") for step in steps}
+    found: dict[str, Any] = {}
+    waiting: list[Node] = []
+    for node in nodes:
+        if node.step_id is not None and str(node.step_id) in by_step:
+            found[str(node.id)] = by_step[str(node.step_id)]
+        else:
+            waiting.append(node)
+    if waiting:
+        rows = ActionDefinition.objects.filter(
+            action_id__in={node.action for node in waiting},
+            definition_hash__in={node.action_definition_hash for node in waiting},
+        ).values_list("action_id", "version", "definition_hash", "definition")
+        pinned = {(action, version, digest): definition for action, version, digest, definition in rows}
+        for node in waiting:
+            definition = pinned.get((node.action, node.action_version, node.action_definition_hash))
+            found[str(node.id)] = shown_definition(definition)
+    return found

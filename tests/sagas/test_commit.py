@@ -61,3 +61,12 @@ def test_caller_cannot_forge_identity_metadata(operator: Principal):
     saga = coordinator.saga_begin(actor=operator, metadata={"order": 7})
     assert saga.metadata["_identity"]["principal_id"] == "alice"
     assert saga.metadata["order"] == 7
+
+
+def test_caller_cannot_plant_workflow_state_in_metadata(operator: Principal):
+    # `_engine` is the workflow state semantic-saga-mcp's clients read from a saga answer: only the server writes it
+    forged = {"version": 1, "nodes": {"n1": {"status": "COMPLETED"}}, "checkpoints": []}
+    with pytest.raises(InvalidInput) as refused:
+        coordinator.saga_begin(actor=operator, metadata={"_engine": forged})
+    assert refused.value.code == "RESERVED_METADATA_KEY" and "'_engine'" in refused.value.message
+    assert not Saga.objects.exists()

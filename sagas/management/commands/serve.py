@@ -27,6 +27,7 @@ from registry.defaults import register_defaults
 from registry.errors import RegistryError
 from registry.services import registry_load_file
 from saga_project.checks import configuration_report
+from sagas.selectors.sagas import unfinished_work_pins
 
 
 def pending_migrations() -> int:
@@ -50,7 +51,7 @@ def refuse_to_start_unless_ready(program: str) -> None:
         except RegistryError as exc:  # e.g. a changed contract under an id+version the database already holds
             raise CommandError(f"SAGA_ACTIONS_FILE could not be loaded: {exc.message}") from None
     # After the file: a file that names create_text_file (another version, or inactive) decides about it.
-    register_defaults()
+    register_defaults(postpone=unfinished_work_pins)
 
 
 # uvicorn's default listen backlog; the sockets listen from the banner on, so a client that read it is queued, not
