@@ -17,6 +17,7 @@ from registry.errors import RegistryError
 from registry.strict_json import StrictJsonError, read_strict_json
 
 logger = logging.getLogger(__name__)
+_TOLD: set[str] = set()  # the notes this process has logged
 
 
 def read_registry_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -24,7 +25,9 @@ def read_registry_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     should know about the file (the older format loaded) is logged as a warning."""
     contracts, notes = read_registry_file_with_notes(path)
     for note in notes:
-        logger.warning("%s", note)
+        if note not in _TOLD:  # serve loads the file, then the app it serves loads it again: say it once
+            _TOLD.add(note)
+            logger.warning("%s", note)
     return contracts
 
 

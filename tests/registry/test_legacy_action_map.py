@@ -103,17 +103,20 @@ def test_every_entry_becomes_its_own_contract(tmp_path: Path):
 # --- the warning ------------------------------------------------------------------------------------------------
 
 
-def test_loading_the_older_format_warns_naming_the_file_the_contracts_and_the_conversion(
-    caplog: pytest.LogCaptureFixture,
+def test_loading_the_older_format_warns_once_naming_the_file_the_contracts_and_the_conversion(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
 ):
-    # when the seed's action map is read
+    # when the seed's action map is read, twice (serve loads it, then the app it serves)
+    path = tmp_path / "actions.json"
+    path.write_bytes(SEED_ACTIONS.read_bytes())
     with caplog.at_level(logging.WARNING, logger="registry.files"):
-        read_registry_file(SEED_ACTIONS)
+        read_registry_file(path)
+        read_registry_file(path)
     # then one warning names the file, the format, what each entry became and where the conversion is described
     (record,) = [r for r in caplog.records if r.name == "registry.files"]
     assert record.levelno == logging.WARNING
     message = record.getMessage()
-    assert str(SEED_ACTIONS) in message
+    assert str(path) in message
     assert "older action-map format" in message
     assert "reserve_inventory@legacy-v1" in message and "NAME@legacy-v1" in message
     assert "versioned registry format" in message and "docs/action_registry.md" in message
