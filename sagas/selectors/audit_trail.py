@@ -16,6 +16,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import InvalidInput
 from sagas.selectors.scope import tenant_saga
+from sagas.states import NodeStatus
 
 MAX_EVENTS = 5000
 
@@ -44,7 +45,7 @@ def audit_event_to_dict(event: AuditEvent) -> dict[str, Any]:
         # As semantic-saga-mcp's events carry it (a control-plane event: its chain's id, audit.control_plane).
         "saga_id": str(event.saga_id),
         "event_type": event.event_type,
-        "seed_name": seed_names.seed_name(event.event_type, event.status),
+        "seed_name": seed_names.seed_name(event.event_type, event.status, event.node_id),
         "actor_principal_id": event.actor_principal_id or None,
         "actor_type": event.actor_type or None,
         **optional,
@@ -73,7 +74,7 @@ def event_types_filter(event_types: object) -> Q:
     if not isinstance(event_types, list) or not all(isinstance(t, str) for t in event_types):
         raise InvalidInput(message="event_types must be a list of event type names, e.g. ['STEP_COMPLETED'].")
     try:
-        return seed_names.matching(event_types)
+        return seed_names.matching(event_types, NodeStatus.values)
     except ValueError as unknown:
         raise InvalidInput(message=str(unknown)) from None
 

@@ -6,6 +6,7 @@ from django.test import Client
 
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
+from registry.defaults import register_defaults
 from sagas import coordinator
 
 EVENTS = "/admin/audit/auditevent/"
@@ -64,6 +65,12 @@ def test_the_seeds_event_names_filter_and_are_shown(olga: Client, operator: Prin
     unknown = olga.get(EVENTS, {"event_type": "NOT_A_NAME"}).content.decode()
     # then the matching events are listed with their seed name beside ours, and the seed's names are offered
     assert str(undone.id) in by_seed and str(kept.id) not in by_seed
-    assert "semantic-saga-mcp name" in by_seed.lower()
+    # and an event the seed names otherwise shows its name under ours
+    register_defaults()
+    coordinator.node_plan(
+        actor=operator, saga_id=kept.id, action="create_text_file", input={"path": "p.txt", "content": "x"}
+    )
+    planned = olga.get(EVENTS, {"event_type": "WORKFLOW_NODE_PLANNED"}).content.decode()
+    assert "NODE_PLANNED<br>" in planned and "WORKFLOW_NODE_PLANNED</small>" in planned
     assert "APPROVAL_DECIDED (semantic-saga-mcp)" in offered and "ACTION_COMPLETED (semantic-saga-mcp)" in offered
     assert str(kept.id) not in unknown and str(undone.id) not in unknown

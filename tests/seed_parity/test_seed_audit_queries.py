@@ -17,13 +17,15 @@ from mcp import Client
 
 from audit.canonical import sha256_hex
 from registry.defaults import register_defaults
-from tests.protocols.conftest import ALICE
+from tests.protocols.conftest import ALICE, MALLORY
 from tests.protocols.mcp_client import connect
 from tests.seed_parity.answers_server import AnswersServer, answers_server
 from tests.seed_parity.seed_ci_harness import seed_policy
 
+# acme: the seed governance job's tenant policy (approval from low risk up, one node at a time), so a planned node
+# waits for its approver; globex: everything allowed, so a step can be executed directly.
 POLICY = seed_policy("seed-audit-1")
-# The policy gates from low risk up and allows one node at a time: a planned node waits for its approver.
+POLICY["tenants"] = {"acme": POLICY["tenants"]["*"], "globex": {"default_effect": "allow"}}
 
 
 @pytest.fixture(autouse=True)
@@ -53,9 +55,9 @@ async def _events(client: Client, saga_id: str, *names: str) -> list[dict[str, A
     return (await _ok(client, "get_audit_events", {"saga_id": saga_id, "event_types": list(names)}))["events"]
 
 
-def _run(server: AnswersServer, scenario: Any) -> Any:
+def _run(server: AnswersServer, scenario: Any, token: str = ALICE) -> Any:
     async def session() -> Any:
-        async with connect(server.mcp_url, ALICE, "auto") as client:
+        async with connect(server.mcp_url, token, "auto") as client:
             return await scenario(client)
 
     return asyncio.run(session())
@@ -76,15 +78,19 @@ async def _approved_and_run(client: Client, saga_id: str, name: str, reason: str
 
 
 def test_the_seeds_action_query_finds_our_step_events_with_its_names_and_facts(server: AnswersServer):
-    async def scenario(client: Client) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]]]:
-        # given a saga that ran one approved node, as the seed's README walks it
+    async def scenario(client: Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        # given a saga with one step executed directly, as the seed's README walks it
         sid = (await _ok(client, "begin_saga", {"metadata": {"case": "audit"}}))["id"]
-        await _approved_and_run(client, sid, "audit-one", reason="looked at it")
+        await _ok(
+            client,
+            "execute_saga_step",
+            {"saga_id": sid, "action": "create_text_file", "input": {"path": "audit-one.txt", "content": "one"}},
+        )
         # when the seed's audit report asks for its action events
         actions = await _events(client, sid, "ACTION_COMPLETED", "ACTION_REQUESTED")
-        return sid, actions, (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"]
+        return actions, (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"]
 
-    sid, actions, every = _run(server, scenario)
+    actions, every = _run(server, scenario, MALLORY)
     # then it finds them (the seed answers 2 for this saga), each carrying the seed's name beside ours
     assert [(e["seed_name"], e["event_type"]) for e in actions] == [
         ("ACTION_REQUESTED", "STEP_STARTED"),
@@ -97,12 +103,28 @@ def test_the_seeds_action_query_finds_our_step_events_with_its_names_and_facts(s
     started = next(e for e in every if e["event_type"] == "SAGA_STARTED")
     assert started["action"] is None and started["step_id"] is None and started["node_id"] is None
     assert all("" not in (e["action"], e["step_id"], e["node_id"], e["status"]) for e in every)
-    # every event says its seed name, or null where the seed records no such moment
+    assert {e["seed_name"] for e in every} >= {"SAGA_STARTED", "POLICY_DECISION", "ACTION_REQUESTED"}
+
+
+def test_a_workflow_nodes_step_is_an_attempt_summary_not_an_action_request(server: AnswersServer):
+    async def scenario(client: Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        # given a saga that ran one approved node
+        sid = (await _ok(client, "begin_saga", {}))["id"]
+        await _approved_and_run(client, sid, "audit-node", reason="looked at it")
+        # when the seed's action query and its attempt summaries are asked for
+        return (
+            await _events(client, sid, "ACTION_REQUESTED", "ACTION_COMPLETED"),
+            (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"],
+        )
+
+    actions, every = _run(server, scenario)
+    # then, as the seed records a node's run, there is no ACTION_REQUESTED/COMPLETED, only the attempt summary
+    assert actions == []
     names = {e["event_type"]: e["seed_name"] for e in every}
+    assert names["STEP_COMPLETED"] == "ACTION_ATTEMPT_SUMMARY" and names["STEP_STARTED"] is None
     assert names["SAGA_STARTED"] == "SAGA_STARTED" and names["NODE_PLANNED"] == "WORKFLOW_NODE_PLANNED"
     assert names["APPROVAL_GRANTED"] == "APPROVAL_DECIDED" and names["RUN_REQUESTED"] == "WORKFLOW_RUN_REQUESTED"
     assert names["NODE_COMPLETED"] == "WORKFLOW_NODE_COMPLETED" and names["APPROVAL_REQUESTED"] is None
-    assert sid
 
 
 def test_workflow_approval_and_policy_events_answer_the_seeds_names_casing_and_data(server: AnswersServer):
@@ -172,14 +194,21 @@ def test_a_rollback_answers_compensation_results_and_its_tally(server: AnswersSe
 
 
 def test_an_unknown_event_type_is_refused_with_the_closest_name(server: AnswersServer):
-    async def scenario(client: Client) -> str:
+    async def scenario(client: Client) -> tuple[str, str, list[dict[str, Any]]]:
         sid = (await _ok(client, "begin_saga", {}))["id"]
-        result = await client.call_tool("get_audit_events", {"saga_id": sid, "event_types": ["ACTION_COMPLETD"]})
-        assert result.is_error
-        return result.content[0].text
+        typo = await client.call_tool("get_audit_events", {"saga_id": sid, "event_types": ["ACTION_COMPLETD"]})
+        node_typo = await client.call_tool(
+            "get_audit_events", {"saga_id": sid, "event_types": ["WORKFLOW_NODE_COMPLETD"]}
+        )
+        assert typo.is_error and node_typo.is_error
+        # a name repeated a thousand times is one name (the seed de-duplicates its filter too)
+        repeated = await _events(client, sid, *(["SAGA_STARTED"] * 1000), *(["ACTION_COMPLETED"] * 1000))
+        return typo.content[0].text, node_typo.content[0].text, repeated
 
-    message = _run(server, scenario)
-    assert "'ACTION_COMPLETD' is not an audit event type" in message and "Did you mean ACTION_COMPLETED?" in message
+    typo, node_typo, repeated = _run(server, scenario)
+    assert "'ACTION_COMPLETD' is not an audit event type" in typo and "Did you mean ACTION_COMPLETED?" in typo
+    assert "Did you mean WORKFLOW_NODE_COMPLETED?" in node_typo
+    assert [e["event_type"] for e in repeated] == ["SAGA_STARTED"]
 
 
 def test_an_answered_event_rehashes_to_its_event_hash_by_the_documented_rule(server: AnswersServer):
@@ -210,8 +239,9 @@ def test_rest_accepts_the_seeds_names(server: AnswersServer):
     sid = _run(server, scenario)
     with httpx.Client(base_url=server.base, headers={"Authorization": f"Bearer {ALICE}"}) as rest:
         answer = rest.get(
-            f"/api/v1/sagas/{sid}/audit-events/", params=[("event_types", "ACTION_COMPLETED")]
+            f"/api/v1/sagas/{sid}/audit-events/",
+            params=[("event_types", "ACTION_ATTEMPT_SUMMARY"), ("event_types", "WORKFLOW_NODE_COMPLETED")],
         ).raise_for_status()
         unknown = rest.get(f"/api/v1/sagas/{sid}/audit-events/", params=[("event_types", "NOPE")])
-    assert [e["event_type"] for e in answer.json()["events"]] == ["STEP_COMPLETED"]
+    assert [e["event_type"] for e in answer.json()["events"]] == ["STEP_COMPLETED", "NODE_COMPLETED"]
     assert unknown.status_code == 400 and "not an audit event type" in unknown.text
