@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from registry import legacy_action_map
@@ -20,19 +21,38 @@ logger = logging.getLogger(__name__)
 _TOLD: set[str] = set()  # the notes this process has logged
 
 
+@dataclass(frozen=True)
+class RegistryRead:
+    """A registry file's contracts, every one valid; warnings about the file; whether it is semantic-saga-mcp's
+    older action map (its contracts are NAME@legacy-v1 until the load versions a changed one)."""
+
+    contracts: list[dict[str, Any]]
+    notes: list[str]
+    legacy: bool
+
+
 def read_registry_file(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The contracts of a registry file, every one valid, or RegistryError naming each problem; what the reader
     should know about the file (the older format loaded) is logged as a warning."""
-    contracts, notes = read_registry_file_with_notes(path)
+    read = read_registry(path)
+    tell(read.notes)
+    return read.contracts
+
+
+def tell(notes: list[str]) -> None:
     for note in notes:
         if note not in _TOLD:  # serve loads the file, then the app it serves loads it again: say it once
             _TOLD.add(note)
             logger.warning("%s", note)
-    return contracts
 
 
 def read_registry_file_with_notes(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The contracts of a registry file and warnings about it, without logging them (the start-up check)."""
+    read = read_registry(path)
+    return read.contracts, read.notes
+
+
+def read_registry(path: str | os.PathLike[str]) -> RegistryRead:
     try:
         document = read_strict_json(path, "registry file")
     except StrictJsonError as exc:
@@ -42,5 +62,6 @@ def read_registry_file_with_notes(path: str | os.PathLike[str]) -> tuple[list[di
             "registered.",
         ) from None
     if legacy_action_map.is_legacy_action_map(document):
-        return legacy_action_map.legacy_contracts(document), [legacy_action_map.loaded_note(path, document)]
-    return validate_registry_document(document), []
+        contracts = legacy_action_map.legacy_contracts(document)
+        return RegistryRead(contracts, [legacy_action_map.loaded_note(path, document)], legacy=True)
+    return RegistryRead(validate_registry_document(document), [], legacy=False)

@@ -25,10 +25,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from registry.contracts import SCHEMA_VERSION, registry_schema, validate_registry_document
+from registry.contracts import SCHEMA_VERSION, definition_hash, registry_schema, validate_registry_document
 from registry.errors import RegistryError
+from registry.models import ActionDefinition
 
 LEGACY_VERSION = "legacy-v1"
+_LEGACY_NUMBER = re.compile(r"legacy-v([1-9][0-9]*)")
 GUIDE = 'docs/action_registry.md, section "The older action-map format"'
 SHAPE = '{NAME: {"forward": request, "rollback": request}}'
 REQUEST_FIELDS = ("url", "method", "body", "headers", "timeout_seconds")  # the seed's HttpRequest fields
@@ -190,3 +192,25 @@ def _refusal(problems: list[str]) -> str:
         + f"\nFix them and load the file again (nothing was registered), or convert the file to the versioned "
         f"registry format: see {GUIDE}."
     )
+
+
+def versioned(contracts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The action map's contracts under the versions to register: each one's `legacy-vN` that already holds this
+    content, else legacy-v1 for a new id, else the next `legacy-vN` (an entry edited since it was loaded: the older
+    format has no version to raise, and a registered version never changes content, for steps pin it)."""
+    return [_versioned(contract) for contract in contracts]
+
+
+def _versioned(contract: dict[str, Any]) -> dict[str, Any]:
+    held = {
+        row.version: row.definition_hash
+        for row in ActionDefinition.objects.filter(action_id=contract["id"], version__startswith="legacy-v")
+        if _LEGACY_NUMBER.fullmatch(row.version)
+    }
+    for version, digest in held.items():
+        if definition_hash({**contract, "version": version}) == digest:
+            return {**contract, "version": version}
+    if not held:
+        return contract
+    number = max(int(_LEGACY_NUMBER.fullmatch(version).group(1)) for version in held)  # type: ignore[union-attr]
+    return {**contract, "version": f"legacy-v{number + 1}"}

@@ -23,9 +23,10 @@ from audit import control_plane
 from audit.chain import EventDraft
 from audit.control_plane import Actor
 from audit.models import EventType
+from registry import legacy_action_map
 from registry.contracts import definition_hash, stored_definition, validate_contract
 from registry.errors import RegistryError
-from registry.files import read_registry_file
+from registry.files import read_registry, tell
 from registry.models import ActionDefinition
 
 CREATED = "created"
@@ -72,11 +73,16 @@ def action_register(contract: dict[str, Any], *, actor: Actor | None = None) -> 
 
 
 def registry_load_file(path: str | os.PathLike[str], *, actor: Actor | None = None) -> LoadReport:
-    """Validate the whole file first, then register every contract in one transaction (all or nothing)."""
-    contracts = read_registry_file(path)
+    """Validate the whole file first, then register every contract in one transaction (all or nothing).
+
+    An entry of semantic-saga-mcp's older action map whose content changed since it was loaded is registered as
+    the next `legacy-vN` (registry.legacy_action_map.versioned): that format has no version to raise."""
+    read = read_registry(path)
+    tell(read.notes)
     report = LoadReport(path=str(path))
     evidence = _Evidence(actor or control_plane.process_actor(), file=str(path))
     with _registry_transaction():
+        contracts = legacy_action_map.versioned(read.contracts) if read.legacy else read.contracts
         for contract in contracts:
             report.record(*_register(contract, evidence))
         control_plane.record_changes(control_plane.SYSTEM_TENANT, evidence.drafts)

@@ -283,6 +283,30 @@ def test_loading_registers_the_legacy_v1_contract_once():
     assert ActionDefinition.objects.filter(action_id="reserve_inventory").count() == 1
 
 
+@pytest.mark.django_db
+def test_an_entry_edited_after_it_was_loaded_becomes_the_next_legacy_version(tmp_path: Path):
+    # given the seed's action map loaded once, then one of its URLs edited (the format has no version to raise)
+    original = json.loads(SEED_ACTIONS.read_text())
+    path = tmp_path / "actions.json"
+    path.write_text(json.dumps(original))
+    registry_load_file(path)
+    edited = json.loads(json.dumps(original))
+    edited["reserve_inventory"]["forward"]["url"] = "http://inventory.internal/v2/reservations"
+    path.write_text(json.dumps(edited))
+    # when it is loaded again
+    report = registry_load_file(path)
+    # then the edit is reserve_inventory@legacy-v2, active; legacy-v1 stays registered for the steps that pin it
+    assert report.created == ["reserve_inventory@legacy-v2"]
+    versions = dict(ActionDefinition.objects.filter(action_id="reserve_inventory").values_list("version", "active"))
+    assert versions == {"legacy-v1": False, "legacy-v2": True}
+    assert action_get("reserve_inventory").definition["forward"]["url"].endswith("/v2/reservations")
+    # and going back to the original content is legacy-v1 again, not a third version
+    path.write_text(json.dumps(original))
+    registry_load_file(path)
+    versions = dict(ActionDefinition.objects.filter(action_id="reserve_inventory").values_list("version", "active"))
+    assert versions == {"legacy-v1": True, "legacy-v2": False}
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_step_reserves_and_its_compensation_cancels_with_the_results_reservation_id(
     operator: Principal, server: RecordingHTTPServer, tmp_path: Path
