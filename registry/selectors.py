@@ -64,7 +64,10 @@ def action_summary(row: ActionDefinition) -> dict[str, Any]:
         "semantic": definition.get("semantic"),
         "input_schema": definition.get("input_schema"),
         "output_schema": definition.get("output_schema"),
-        "execution_policy": definition.get("execution_policy", {}),
+        # As semantic-saga-mcp lists it: the policy in force, every default filled in; the contract's own words are
+        # declared_execution_policy (and get_action's `definition`).
+        "execution_policy": resolved_execution_policy(definition),
+        "declared_execution_policy": definition.get("execution_policy", {}),
         "active": row.active,
     }
 

@@ -121,8 +121,9 @@ def _request(actor: Principal, saga_id: object, note: Callable[[Tx], None] | Non
             raise refused
         policy.safety_override(tx, "rollback")
         if saga.status in (SagaStatus.ACTIVE, SagaStatus.RECOVERY_REQUIRED):
-            error = {"code": "ROLLBACK_REQUESTED", "message": f"Rollback requested by {actor.principal_id}."}
-            tx.transition(saga, SagaStatus.FAILED, event=E.ROLLBACK_REQUESTED, error=error, run_steps_left=0)
+            # A rollback asked for is no error: the saga keeps the error it had (none, or what made it wait for an
+            # operator), as semantic-saga-mcp kept it; the ROLLBACK_REQUESTED event says who asked.
+            tx.transition(saga, SagaStatus.FAILED, event=E.ROLLBACK_REQUESTED, run_steps_left=0)
         if note is not None:
             note(tx)
         return saga.id
@@ -199,7 +200,7 @@ def _finish(actor: Principal, saga_id: uuid.UUID, fence: int) -> Saga:
         release = {"lease_owner": "", "lease_expires_at": None}
         if not failed:
             # An undone session shows no error: what its undo left is its residue (sagas.selectors.undo_outcome),
-            # not a failure. A saga keeps the ROLLBACK_REQUESTED it was rolled back with, as semantic-saga-mcp did.
+            # not a failure.
             cleared = {"error": None} if saga.kind == SagaKind.PROXY_SESSION else {}
             tx.transition(
                 saga,
