@@ -138,8 +138,9 @@ def test_the_servers_status_counts_what_its_flood_cost(tmp_path: Path):
     assert counts.dropped_by_method["notifications/resources/updated"] > 0
     assert counts.dropped_by_method["other methods"] > 0  # methods nobody defines, under one name
     assert "notifications/tools/list_changed" not in counts.dropped_by_method  # coalesced, never dropped
-    # each re-listing covered all the list_changed before it: one started during the flood per `relisted`, one after
-    assert counts.coalesced >= flooded["per_kind"] - flooded["relisted"] - 1
+    # each re-listing covered all the list_changed before it: one started during the flood per `relisted`, and at
+    # most two more the downstream had not counted when it answered (one on its way to it, one queued behind it)
+    assert counts.coalesced >= flooded["per_kind"] - flooded["relisted"] - 2
     assert f"{counts.dropped} notification(s) dropped over its rate" in status["h"].describe()
     assert "list_changed coalesced" in status["h"].describe()
     assert status["calm"].notifications.dropped == 0 and "dropped" not in status["calm"].describe()
