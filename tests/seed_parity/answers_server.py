@@ -3,17 +3,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
+
+from mcp import Client
 
 from tests.distributed.workers import free_port, shared_database_url
 from tests.protocols.conftest import TOKENS, wait_healthy
+from tests.protocols.mcp_client import connect
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,3 +66,22 @@ def answers_server(workdir: Path, **settings: str) -> Iterator[AnswersServer]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@contextmanager
+def governed_answers_server(workdir: Path, policy: dict[str, object]) -> Iterator[AnswersServer]:
+    """`answers_server` with `policy` as its JSON policy file (SAGA_POLICY_MODE=json)."""
+    path = workdir / "policy.json"
+    path.write_text(json.dumps(policy))
+    with answers_server(workdir, SAGA_POLICY_MODE="json", SAGA_POLICY_FILE=str(path)) as running:
+        yield running
+
+
+def run_as(server: AnswersServer, token: str, scenario: Callable[[Client], Awaitable[T]]) -> T:
+    """Run `scenario` with an official MCP client connected to `server` with `token`."""
+
+    async def session() -> T:
+        async with connect(server.mcp_url, token, "auto") as client:
+            return await scenario(client)
+
+    return asyncio.run(session())

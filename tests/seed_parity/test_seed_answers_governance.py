@@ -5,8 +5,6 @@ found."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +13,8 @@ from mcp import Client
 
 from registry.defaults import register_defaults
 from tests.protocols.conftest import ALICE, MALLORY, VERA
-from tests.protocols.mcp_client import connect
-from tests.seed_parity.answers_server import AnswersServer, answers_server
+from tests.protocols.mcp_client import call
+from tests.seed_parity.answers_server import AnswersServer, governed_answers_server, run_as
 from tests.seed_parity.seed_ci_harness import seed_policy
 
 REVISION = "seed-answers-1"
@@ -32,50 +30,32 @@ def _committed_db(transactional_db: None) -> None:
 def server(
     django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AnswersServer]:
-    workdir = tmp_path_factory.mktemp("governed")
-    policy = workdir / "policy.json"
-    policy.write_text(json.dumps(POLICY))
-    with answers_server(workdir, SAGA_POLICY_MODE="json", SAGA_POLICY_FILE=str(policy)) as running:
+    with governed_answers_server(tmp_path_factory.mktemp("governed"), POLICY) as running:
         yield running
-
-
-async def _ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content[0].text if result.content else result
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-def _as(server: AnswersServer, token: str, scenario: Any) -> Any:
-    async def session() -> Any:
-        async with connect(server.mcp_url, token, "auto") as client:
-            return await scenario(client)
-
-    return asyncio.run(session())
 
 
 def test_governed_planning_budget_and_decision_evidence_read_as_the_seed_reads_them(server: AnswersServer):
     async def operator(client: Client) -> tuple[str, str, dict[str, Any]]:
         # given a planned low-risk node, which the threshold gates
-        sid = (await _ok(client, "begin_saga", {}))["id"]
-        planned = await _ok(
+        sid = (await call(client, "begin_saga", {}))["id"]
+        planned = await call(
             client,
             "plan_saga_step",
             {"saga_id": sid, "action": "create_text_file", "input": {"path": "ci.txt", "content": "governed"}},
         )
         assert planned["status"] == "WAITING_APPROVAL"
-        await _ok(
+        await call(
             client, "approve_saga_step", {"saga_id": sid, "node_id": planned["id"], "approved": True, "reason": "ci"}
         )
         # when a run asks for more parallelism than the budget allows, it is refused in the seed's words
         denied = await client.call_tool("run_ready_steps", {"saga_id": sid, "max_parallel": 2})
         assert denied.is_error
         # and a run within the budget goes ahead
-        await _ok(client, "run_ready_steps", {"saga_id": sid, "max_parallel": 1})
-        decisions = await _ok(client, "get_policy_decisions", {"saga_id": sid})
+        await call(client, "run_ready_steps", {"saga_id": sid, "max_parallel": 1})
+        decisions = await call(client, "get_policy_decisions", {"saga_id": sid})
         return sid, denied.content[0].text, decisions
 
-    sid, denied, decisions = _as(server, ALICE, operator)
+    sid, denied, decisions = run_as(server, ALICE, operator)
     assert "parallelism budget" in denied
     # then the decisions are under `events`, each POLICY_DECISION carrying the policy revision
     revisions = {e["data"].get("revision") for e in decisions["events"] if e["event_type"] == "POLICY_DECISION"}
@@ -83,24 +63,24 @@ def test_governed_planning_budget_and_decision_evidence_read_as_the_seed_reads_t
     assert decisions["decisions"] == [e for e in decisions["events"] if e["event_type"] == "POLICY_DECISION"]
 
     async def viewer(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
-        return await _ok(client, "get_policy_status", {}), await _ok(client, "get_policy_decisions", {"saga_id": sid})
+        return await call(client, "get_policy_status", {}), await call(client, "get_policy_decisions", {"saga_id": sid})
 
-    status, same = _as(server, VERA, viewer)
+    status, same = run_as(server, VERA, viewer)
     assert status["enabled"] is True and status["revision"] == REVISION and status["backend"] == "json"
     assert same["events"] == decisions["events"]
 
     async def outsider(client: Client) -> Any:
         return await client.call_tool("get_policy_decisions", {"saga_id": sid})
 
-    hidden = _as(server, MALLORY, outsider)
+    hidden = run_as(server, MALLORY, outsider)
     assert hidden.is_error and "Saga not found" in hidden.content[0].text
 
 
 def test_a_planned_node_over_the_node_budget_is_refused_in_the_seeds_words(server: AnswersServer):
     async def operator(client: Client) -> str:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         for number in range(10):
-            await _ok(
+            await call(
                 client,
                 "plan_saga_step",
                 {"saga_id": sid, "action": "create_text_file", "input": {"path": f"{number}.txt", "content": "x"}},
@@ -112,4 +92,4 @@ def test_a_planned_node_over_the_node_budget_is_refused_in_the_seeds_words(serve
         assert eleventh.is_error
         return eleventh.content[0].text
 
-    assert "planned-node budget exceeded: requested 11, limit 10" in _as(server, ALICE, operator)
+    assert "planned-node budget exceeded: requested 11, limit 10" in run_as(server, ALICE, operator)

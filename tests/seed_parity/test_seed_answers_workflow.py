@@ -13,7 +13,7 @@ from mcp import Client
 
 from registry.defaults import register_defaults
 from tests.protocols.conftest import ALICE
-from tests.protocols.mcp_client import connect
+from tests.protocols.mcp_client import call, connect
 from tests.seed_parity.answers_server import AnswersServer, answers_server
 
 SHA256_HEX = 64
@@ -31,13 +31,6 @@ def server(
 ) -> Iterator[AnswersServer]:
     with answers_server(tmp_path_factory.mktemp("answers")) as running:
         yield running
-
-
-async def _ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content[0].text if result.content else result
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def _error_text(client: Client, tool: str, arguments: dict[str, Any]) -> str:
@@ -59,9 +52,9 @@ def test_a_gated_node_is_approvable_only_after_its_dependencies_and_the_saga_com
 ):
     async def scenario(client: Client) -> dict[str, Any]:
         # given a saga with node A and a gated node B that depends on A
-        sid = (await _ok(client, "begin_saga", {"metadata": {"case": "dag"}}))["id"]
-        a = await _ok(client, "plan_saga_step", {"saga_id": sid, "action": "create_text_file", "input": _file("a")})
-        b = await _ok(
+        sid = (await call(client, "begin_saga", {"metadata": {"case": "dag"}}))["id"]
+        a = await call(client, "plan_saga_step", {"saga_id": sid, "action": "create_text_file", "input": _file("a")})
+        b = await call(
             client,
             "plan_saga_step",
             {
@@ -77,15 +70,15 @@ def test_a_gated_node_is_approvable_only_after_its_dependencies_and_the_saga_com
         early = await _error_text(client, "approve_saga_step", {"saga_id": sid, "node_id": b["id"]})
         assert "approval is not pending" in early
         # and running the ready work completes A only: B now waits for its approver, so commit is refused
-        ran = await _ok(client, "run_ready_steps", {"saga_id": sid})
+        ran = await call(client, "run_ready_steps", {"saga_id": sid})
         statuses = {n["id"]: n["status"] for n in ran["workflow"]["nodes"]}
         assert statuses == {a["id"]: "COMPLETED", b["id"]: "WAITING_APPROVAL"}
         refused_commit = await client.call_tool("commit_saga", {"saga_id": sid})
         assert refused_commit.is_error
         # then approving B now, running and committing succeeds
-        await _ok(client, "approve_saga_step", {"saga_id": sid, "node_id": b["id"], "reason": "checked"})
-        await _ok(client, "run_ready_steps", {"saga_id": sid})
-        return await _ok(client, "commit_saga", {"saga_id": sid})
+        await call(client, "approve_saga_step", {"saga_id": sid, "node_id": b["id"], "reason": "checked"})
+        await call(client, "run_ready_steps", {"saga_id": sid})
+        return await call(client, "commit_saga", {"saga_id": sid})
 
     committed = _run(server, scenario)
     assert committed["status"] == "COMMITTED"
@@ -95,9 +88,9 @@ def test_a_gated_node_is_approvable_only_after_its_dependencies_and_the_saga_com
 def test_the_file_transaction_demo_rolls_back_on_a_simulated_error(server: AnswersServer):
     async def scenario(client: Client) -> tuple[str, dict[str, Any]]:
         # given three files created in one saga
-        sid = (await _ok(client, "begin_saga", {"metadata": {"demo": "file transaction"}}))["id"]
+        sid = (await call(client, "begin_saga", {"metadata": {"demo": "file transaction"}}))["id"]
         for number in (1, 2, 3):
-            await _ok(
+            await call(
                 client,
                 "execute_saga_step",
                 {"saga_id": sid, "action": "create_text_file", "input": _file(f"demo-{number}")},
@@ -112,7 +105,7 @@ def test_the_file_transaction_demo_rolls_back_on_a_simulated_error(server: Answe
                 "input": {**_file("demo-4"), "simulate_error": True},
             },
         )
-        return failed, await _ok(client, "get_saga", {"saga_id": sid})
+        return failed, await call(client, "get_saga", {"saga_id": sid})
 
     failed, saga = _run(server, scenario)
     # then the step failed with the seed's words and the saga rolled back, removing the three files
@@ -123,9 +116,9 @@ def test_the_file_transaction_demo_rolls_back_on_a_simulated_error(server: Answe
 
 def test_a_saga_carries_the_seeds_ownership_and_identity_fields(server: AnswersServer):
     async def scenario(client: Client) -> dict[str, Any]:
-        sid = (await _ok(client, "begin_saga", {"metadata": {"case": "identity"}}))["id"]
-        await _ok(client, "plan_saga_step", {"saga_id": sid, "action": "create_text_file", "input": _file("id")})
-        return await _ok(client, "get_saga", {"saga_id": sid})
+        sid = (await call(client, "begin_saga", {"metadata": {"case": "identity"}}))["id"]
+        await call(client, "plan_saga_step", {"saga_id": sid, "action": "create_text_file", "input": _file("id")})
+        return await call(client, "get_saga", {"saga_id": sid})
 
     saga = _run(server, scenario)
     # session_id: the owning scope (the tenant, hashed, as the seed gives it); workflow.version: 1
@@ -139,17 +132,17 @@ def test_a_saga_carries_the_seeds_ownership_and_identity_fields(server: AnswersS
 
 def test_the_timeline_and_audit_reads_answer_under_the_seeds_names(server: AnswersServer):
     async def scenario(client: Client) -> tuple[dict[str, Any], ...]:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
-        await _ok(
+        sid = (await call(client, "begin_saga", {}))["id"]
+        await call(
             client,
             "plan_saga_step",
             {"saga_id": sid, "action": "create_text_file", "input": _file("t"), "approval_required": True},
         )
-        timeline = await _ok(client, "get_saga_timeline", {"saga_id": sid})
-        verified = await _ok(
+        timeline = await call(client, "get_saga_timeline", {"saga_id": sid})
+        verified = await call(
             client, "verify_audit_chain", {"saga_id": sid, "limit": 1, "event_types": ["SAGA_STARTED"]}
         )
-        events = await _ok(client, "get_audit_events", {"saga_id": sid})
+        events = await call(client, "get_audit_events", {"saga_id": sid})
         return timeline, verified, events
 
     timeline, verified, events = _run(server, scenario)
@@ -173,8 +166,8 @@ def test_the_timeline_and_audit_reads_answer_under_the_seeds_names(server: Answe
 def test_get_action_names_the_builtin_the_seeds_way(server: AnswersServer):
     async def scenario(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
         return (
-            await _ok(client, "get_action", {"action": "create_text_file"}),
-            await _ok(client, "list_actions", {}),
+            await call(client, "get_action", {"action": "create_text_file"}),
+            await call(client, "list_actions", {}),
         )
 
     action, listed = _run(server, scenario)
@@ -188,7 +181,7 @@ def test_get_action_names_the_builtin_the_seeds_way(server: AnswersServer):
 
 def test_policy_status_without_a_policy_says_disabled(server: AnswersServer):
     async def scenario(client: Client) -> dict[str, Any]:
-        return await _ok(client, "get_policy_status", {})
+        return await call(client, "get_policy_status", {})
 
     status = _run(server, scenario)
     assert status["enabled"] is False and status["revision"] == "disabled" and status["backend"] == "none"

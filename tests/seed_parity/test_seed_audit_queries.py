@@ -6,8 +6,6 @@ the same names."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +16,8 @@ from mcp import Client
 from audit.canonical import sha256_hex
 from registry.defaults import register_defaults
 from tests.protocols.conftest import ALICE, MALLORY
-from tests.protocols.mcp_client import connect
-from tests.seed_parity.answers_server import AnswersServer, answers_server
+from tests.protocols.mcp_client import call
+from tests.seed_parity.answers_server import AnswersServer, governed_answers_server, run_as
 from tests.seed_parity.seed_ci_harness import seed_policy
 
 # acme: the seed governance job's tenant policy (approval from low risk up, one node at a time), so a planned node
@@ -37,34 +35,20 @@ def _committed_db(transactional_db: None) -> None:
 def server(
     django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[AnswersServer]:
-    workdir = tmp_path_factory.mktemp("seed-audit")
-    policy = workdir / "policy.json"
-    policy.write_text(json.dumps(POLICY))
-    with answers_server(workdir, SAGA_POLICY_MODE="json", SAGA_POLICY_FILE=str(policy)) as running:
+    with governed_answers_server(tmp_path_factory.mktemp("seed-audit"), POLICY) as running:
         yield running
 
 
-async def _ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content[0].text if result.content else result
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 async def _events(client: Client, saga_id: str, *names: str) -> list[dict[str, Any]]:
-    return (await _ok(client, "get_audit_events", {"saga_id": saga_id, "event_types": list(names)}))["events"]
+    return (await call(client, "get_audit_events", {"saga_id": saga_id, "event_types": list(names)}))["events"]
 
 
 def _run(server: AnswersServer, scenario: Any, token: str = ALICE) -> Any:
-    async def session() -> Any:
-        async with connect(server.mcp_url, token, "auto") as client:
-            return await scenario(client)
-
-    return asyncio.run(session())
+    return run_as(server, token, scenario)
 
 
 async def _approved_and_run(client: Client, saga_id: str, name: str, reason: str | None = None) -> dict[str, Any]:
-    node = await _ok(
+    node = await call(
         client,
         "plan_saga_step",
         {"saga_id": saga_id, "action": "create_text_file", "input": {"path": f"{name}.txt", "content": name}},
@@ -72,23 +56,23 @@ async def _approved_and_run(client: Client, saga_id: str, name: str, reason: str
     decision: dict[str, Any] = {"saga_id": saga_id, "node_id": node["id"], "approved": True}
     if reason:
         decision["reason"] = reason
-    await _ok(client, "approve_saga_step", decision)
-    await _ok(client, "run_ready_steps", {"saga_id": saga_id, "max_parallel": 1})
+    await call(client, "approve_saga_step", decision)
+    await call(client, "run_ready_steps", {"saga_id": saga_id, "max_parallel": 1})
     return node
 
 
 def test_the_seeds_action_query_finds_our_step_events_with_its_names_and_facts(server: AnswersServer):
     async def scenario(client: Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         # given a saga with one step executed directly, as the seed's README walks it
-        sid = (await _ok(client, "begin_saga", {"metadata": {"case": "audit"}}))["id"]
-        await _ok(
+        sid = (await call(client, "begin_saga", {"metadata": {"case": "audit"}}))["id"]
+        await call(
             client,
             "execute_saga_step",
             {"saga_id": sid, "action": "create_text_file", "input": {"path": "audit-one.txt", "content": "one"}},
         )
         # when the seed's audit report asks for its action events
         actions = await _events(client, sid, "ACTION_COMPLETED", "ACTION_REQUESTED")
-        return actions, (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"]
+        return actions, (await call(client, "get_audit_events", {"saga_id": sid}))["events"]
 
     actions, every = _run(server, scenario, MALLORY)
     # then it finds them (the seed answers 2 for this saga), each carrying the seed's name beside ours
@@ -109,12 +93,12 @@ def test_the_seeds_action_query_finds_our_step_events_with_its_names_and_facts(s
 def test_a_workflow_nodes_step_is_an_attempt_summary_not_an_action_request(server: AnswersServer):
     async def scenario(client: Client) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         # given a saga that ran one approved node
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         await _approved_and_run(client, sid, "audit-node", reason="looked at it")
         # when the seed's action query and its attempt summaries are asked for
         return (
             await _events(client, sid, "ACTION_REQUESTED", "ACTION_COMPLETED"),
-            (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"],
+            (await call(client, "get_audit_events", {"saga_id": sid}))["events"],
         )
 
     actions, every = _run(server, scenario)
@@ -129,7 +113,7 @@ def test_a_workflow_nodes_step_is_an_attempt_summary_not_an_action_request(serve
 
 def test_workflow_approval_and_policy_events_answer_the_seeds_names_casing_and_data(server: AnswersServer):
     async def scenario(client: Client) -> dict[str, list[dict[str, Any]]]:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         await _approved_and_run(client, sid, "audit-two")
         found = {
             name: await _events(client, sid, name)
@@ -141,7 +125,7 @@ def test_workflow_approval_and_policy_events_answer_the_seeds_names_casing_and_d
                 "ACTION_ATTEMPT_SUMMARY",
             )
         }
-        found["decisions"] = (await _ok(client, "get_policy_decisions", {"saga_id": sid}))["events"]
+        found["decisions"] = (await call(client, "get_policy_decisions", {"saga_id": sid}))["events"]
         found["run_completed"] = await _events(client, sid, "WORKFLOW_RUN_COMPLETED")
         return found
 
@@ -174,9 +158,9 @@ def test_workflow_approval_and_policy_events_answer_the_seeds_names_casing_and_d
 
 def test_a_rollback_answers_compensation_results_and_its_tally(server: AnswersServer):
     async def scenario(client: Client) -> tuple[list[dict[str, Any]], ...]:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         await _approved_and_run(client, sid, "undo-one", reason="fine")
-        await _ok(client, "rollback_saga", {"saga_id": sid})
+        await call(client, "rollback_saga", {"saga_id": sid})
         return (
             await _events(client, sid, "COMPENSATION_RESULT"),
             await _events(client, sid, "ROLLBACK_REQUESTED", "ROLLBACK_COMPLETED", "ROLLBACK_FAILED"),
@@ -195,7 +179,7 @@ def test_a_rollback_answers_compensation_results_and_its_tally(server: AnswersSe
 
 def test_an_unknown_event_type_is_refused_with_the_closest_name(server: AnswersServer):
     async def scenario(client: Client) -> tuple[str, str, list[dict[str, Any]]]:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         typo = await client.call_tool("get_audit_events", {"saga_id": sid, "event_types": ["ACTION_COMPLETD"]})
         node_typo = await client.call_tool(
             "get_audit_events", {"saga_id": sid, "event_types": ["WORKFLOW_NODE_COMPLETD"]}
@@ -213,9 +197,9 @@ def test_an_unknown_event_type_is_refused_with_the_closest_name(server: AnswersS
 
 def test_an_answered_event_rehashes_to_its_event_hash_by_the_documented_rule(server: AnswersServer):
     async def scenario(client: Client) -> list[dict[str, Any]]:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         await _approved_and_run(client, sid, "rehash")
-        return (await _ok(client, "get_audit_events", {"saga_id": sid}))["events"]
+        return (await call(client, "get_audit_events", {"saga_id": sid}))["events"]
 
     events = _run(server, scenario)
     previous = None
@@ -232,7 +216,7 @@ _NOT_HASHED = {"sequence", "previous_hash", "event_hash", "seed_name"}
 
 def test_rest_accepts_the_seeds_names(server: AnswersServer):
     async def scenario(client: Client) -> str:
-        sid = (await _ok(client, "begin_saga", {}))["id"]
+        sid = (await call(client, "begin_saga", {}))["id"]
         await _approved_and_run(client, sid, "rest-one")
         return sid
 
