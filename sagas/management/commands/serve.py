@@ -60,32 +60,26 @@ BACKLOG = 2048
 
 
 def listening_sockets(host: str, port: int, program: str, *, backlog: int | None = None) -> list[socket.socket]:
-    """A bound socket for each address `host` resolves to (as uvicorn binds a host: `localhost` is 127.0.0.1 and
-    ::1), listening when `backlog` is given; else CommandError saying which port, why, and what to do."""
+    """The socket uvicorn would bind for `host` (one; IPv6 when the host is an IPv6 address, else IPv4, as uvicorn
+    binds a name such as `localhost`), listening when `backlog` is given; else CommandError saying which port, why,
+    and what to do."""
     refusal = f"{program} did not start: "
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     try:
-        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+        sock.bind((host, port))
+        if backlog is not None:
+            sock.listen(backlog)
     except socket.gaierror as exc:
+        sock.close()
         raise CommandError(
             f"{refusal}cannot listen on {host}: {exc.strerror}. Pass --host with an address or name of this "
             "machine (127.0.0.1 for this machine only, 0.0.0.0 for every interface)."
         ) from None
-    sockets: list[socket.socket] = []
-    try:
-        for family, kind, proto, _, address in dict.fromkeys(addresses):
-            sock = socket.socket(family, kind, proto)
-            sockets.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # its IPv4 twin is bound on its own
-            sock.bind(address)
-            if backlog is not None:
-                sock.listen(backlog)
     except OSError as exc:
-        for sock in sockets:
-            sock.close()
+        sock.close()
         raise CommandError(refusal + _cannot_listen(host, port, exc)) from None
-    return sockets
+    return [sock]
 
 
 def _cannot_listen(host: str, port: int, exc: OSError) -> str:
