@@ -37,12 +37,22 @@ PROGRAM = "semantic-saga-mcp"
 SEED_OPA_TOKEN_VARIABLE = "SAGA_OPA_TOKEN"
 
 
+def _transport(value: str) -> str:
+    """The seed's `--transport`; its deprecated `sse` is refused with the way forward, not a bare "invalid choice"."""
+    if value == "sse":
+        raise argparse.ArgumentTypeError(
+            "sse, semantic-saga-mcp's deprecated dedicated SSE transport, is not served here. Use --transport "
+            "streamable-http (served at /mcp, with SSE streams inside it, as current MCP clients speak it)"
+        )
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Semantic Saga MCP server (semantic-saga-mcp compatible flags). Default: stdio, SQLite file.",
     )
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio")
+    parser.add_argument("--transport", type=_transport, choices=["stdio", "streamable-http"], default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=tcp_port, default=8000, help="1 to 65535 (default 8000).")
     parser.add_argument("--allowed-host", action="append", default=[], help="A Host name to accept (repeatable).")

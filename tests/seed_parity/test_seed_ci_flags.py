@@ -83,6 +83,14 @@ def test_flags_we_cannot_honour_are_refused_with_the_reason(flags: list[str], re
         translate(*flags)
 
 
+def test_the_deprecated_sse_transport_is_refused_with_the_way_forward(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as stopped:
+        _parser().parse_args(["--transport", "sse"])
+    error = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert "--transport: sse, semantic-saga-mcp's deprecated" in error and "Use --transport streamable-http" in error
+
+
 def test_a_refused_flag_ends_the_command_before_anything_starts(tmp_path: Path):
     database = tmp_path / "never.db"
     done = subprocess.run(
