@@ -64,4 +64,21 @@ def read_registry(path: str | os.PathLike[str]) -> RegistryRead:
     if legacy_action_map.is_legacy_action_map(document):
         contracts = legacy_action_map.legacy_contracts(document)
         return RegistryRead(contracts, [legacy_action_map.loaded_note(path, document)], legacy=True)
-    return RegistryRead(validate_registry_document(document), [], legacy=False)
+    try:
+        return RegistryRead(validate_registry_document(document), [], legacy=False)
+    except RegistryError as exc:
+        if not _neither_format(document):
+            raise
+        raise RegistryError(exc.code, f"{exc.message} {OLDER_FORMAT_HINT}", exc.problems) from None
+
+
+# Said when a file has neither format's keys: it may have been meant as the seed's older action map.
+OLDER_FORMAT_HINT = (
+    "Or, in semantic-saga-mcp's older action-map format, one entry per action: "
+    '{"NAME": {"forward": {"url": ..., "method": ...}, "rollback": {"url": ..., "method": ...}}} '
+    '(docs/action_registry.md, "The older action-map format").'
+)
+
+
+def _neither_format(document: Any) -> bool:
+    return isinstance(document, dict) and not {"schema_version", "actions", "$schema"} & set(document)

@@ -1,6 +1,7 @@
 """semantic-saga-mcp's older action-map format ({NAME: {"forward": request, "rollback": request}}) loads as the
 contracts NAME@legacy-v1 the seed makes of it, with a warning saying how to convert it; a malformed entry is refused
-naming the entry and the field; a file that is neither format keeps the versioned format's error."""
+naming the entry and the field; a file that is neither format keeps the versioned format's error (naming the
+older format too when it has neither format's keys)."""
 
 from __future__ import annotations
 
@@ -242,14 +243,26 @@ def test_every_problem_of_every_entry_is_listed(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    "document", [{}, {"foo": 1}, {"reserve": "POST /x"}, {"schema_version": 1}, {"actions": {}}, ["reserve"]]
+    ("document", "names_the_older_format"),
+    [
+        # an object with neither format's keys may have been meant as the older map: the error shows both formats
+        ({}, True),
+        ({"foo": 1}, True),
+        ({"reserve": "POST /x"}, True),
+        # a versioned file gone wrong, or not an object at all: the versioned format's error alone
+        ({"schema_version": 1}, False),
+        ({"actions": {}}, False),
+        (["reserve"], False),
+    ],
 )
-def test_a_file_that_is_neither_format_keeps_the_versioned_formats_error(tmp_path: Path, document: Any):
+def test_a_file_that_is_neither_format_keeps_the_versioned_formats_error(
+    tmp_path: Path, document: Any, names_the_older_format: bool
+):
     refusal = _refusal(tmp_path, document)
     assert refusal.code == "INVALID_REGISTRY_FILE"
     assert refusal.message.startswith("The registry file is not valid:")
     assert 'A registry file is {"schema_version": 1, "actions": [...]}' in refusal.message
-    assert "older action-map format" not in refusal.message
+    assert ("older action-map format" in refusal.message) is names_the_older_format
 
 
 def test_the_start_up_check_refuses_a_malformed_action_map_with_e030(settings: Any, tmp_path: Path):
