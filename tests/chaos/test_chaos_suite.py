@@ -64,7 +64,7 @@ def test_short_chaos_run_injects_every_fault_kind_and_finds_no_violation(tmp_pat
     assert result["downstream_calls"] > 0  # the proxied sessions reached the downstream MCP server through the proxy
     # The one fault that may find nothing to hit: a pool child of a worker that is still starting after a restart.
     not_injected = [e for e in result["fault_errors"] if not e.startswith("worker_child_sigkill: RuntimeError")]
-    assert result["fault_cycles"] >= 10 and not_injected == [], not_injected
+    assert result["fault_cycles"] >= 10 and not_injected == [], f"{not_injected}\n{run.stdout}"
     # a downstream flooded the proxy with notifications during its calls, and every invariant above still held
     assert result["faults"].get("downstream_notification_flood", 0) > 0 and result["notifications_flooded"] > 0
     # a proxy killed while it held a call for a person: the call was withdrawn and never sent (an invariant above)
