@@ -114,7 +114,8 @@ class Target:
     op: str
     limit: float
     detail: str = ""
-    unit: str = "x"  # "x": a ratio shown as 1.30x; "%": a share shown as 10%; "count": a plain number; "s": seconds
+    # "x": a ratio shown as 1.30x; "%": a share shown as 10%; "count": a plain number; "s" or "ms": a duration
+    unit: str = "x"
 
     @property
     def verdict(self) -> str:
@@ -144,6 +145,8 @@ class Target:
             return fmt(value, digits=1)
         if self.unit == "s":
             return fmt(value, "s")
+        if self.unit == "ms":
+            return fmt(value, "ms", 3)
         return fmt(value) + "x"
 
 

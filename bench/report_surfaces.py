@@ -10,7 +10,10 @@ from typing import Any
 
 from bench.common import Target, fmt, paired_ratio, summarize
 
-KEYS = ("mcp_http", "a2a", "proxy_read")
+KEYS = ("mcp_http", "a2a", "proxy_read", "proxy_added")
+# Issue 41: what the stdio proxy may add to a call of a raw downstream at p50 (ms), and its p99 over its p50.
+ADDED_LIMIT_MS = {"read": 0.9, "write": 1.5}
+TAIL_LIMIT = 2.0
 LIMIT = 1.5
 WHAT = {
     "read": ("MCP read: get_saga / bare read_row (one SELECT)", "issue 30"),
@@ -69,6 +72,28 @@ def targets(extra: dict[str, Any]) -> list[Target]:
                 f"{note}; get_status, allow gate; {source}",
             )
         )
+    out += added_targets(extra.get("proxy_added", {}))
+    return out
+
+
+def added_targets(samples: dict[str, list[list[float]]]) -> list[Target]:
+    """Per journal and call: the milliseconds the stdio proxy adds at p50 (the median of per-round differences,
+    each round's two sides taken side by side) and its p99 over its p50."""
+    out: list[Target] = []
+    databases = sorted({key.split("/")[1] for key in samples})
+    for database in databases:
+        for kind, limit in ADDED_LIMIT_MS.items():
+            direct = summarize(samples.get(f"direct/{database}/{kind}", []))
+            proxied = summarize(samples.get(f"proxied/{database}/{kind}", []))
+            pairs = list(zip(proxied.round_medians, direct.round_medians, strict=False))
+            added = sorted(p - d for p, d in pairs)[len(pairs) // 2] * 1000 if pairs else float("nan")
+            call = "a read (class read, gate allow)" if kind == "read" else "a write journaled ahead"
+            note = f"proxied {fmt(proxied.p50 * 1000, 'ms')} vs direct {fmt(direct.p50 * 1000, 'ms')} p50; issue 41"
+            where = f"stdio proxy, journal {database}"
+            out.append(Target(f"{where}: added to {call}, p50", added, "<=", limit, note, unit="ms"))
+            tail = proxied.p99 / proxied.p50 if proxied.p50 else float("nan")
+            note = f"p99 {fmt(proxied.p99 * 1000, 'ms')}, calls back to back; issue 41"
+            out.append(Target(f"{where}: {kind} p99 / p50 through the proxy", tail, "<=", TAIL_LIMIT, note))
     return out
 
 

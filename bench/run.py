@@ -40,7 +40,7 @@ __all__ = ["FULL", "QUICK", "Collected", "Plan", "RoundFigure", "build_report", 
 RESULTS = common.ROOT / "bench" / "results"
 DOCS = common.ROOT / "docs" / "benchmarks.md"
 SYSTEMS = ("bare", "embedded", "celery", "dbos", "celery-chain")
-PHASES = "levels,fanout,statements,audit,mcp,mcp-http,a2a,proxy,proxy-read,cli,recovery"
+PHASES = "levels,fanout,statements,audit,mcp,mcp-http,a2a,proxy,proxy-read,proxy-added,cli,recovery"
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,8 @@ class Plan:
     surface_iterations: dict[str, int] = field(default_factory=lambda: {"read": 15, "linear": 4, "dag": 2})
     a2a_iterations: int = 15
     proxy_read_iterations: int = 20  # per session of bench/proxy_surfaces.py (stdio sessions start processes)
+    # What the stdio proxy adds to a call of a raw downstream (bench/proxy_latency.py): rounds, reads, writes
+    proxy_added: tuple[int, int, int] = (2, 100, 50)
 
 
 QUICK = Plan(
@@ -99,6 +101,7 @@ FULL = Plan(
     surface_iterations={"read": 50, "linear": 12, "dag": 6},
     a2a_iterations=50,
     proxy_read_iterations=100,
+    proxy_added=(4, 200, 200),
 )
 
 
@@ -338,6 +341,14 @@ class Harness:
         finally:
             servers.stop()
 
+    def proxy_added(self) -> None:
+        from bench import proxy_latency
+
+        proxy_latency.prepare_postgresql()
+        rounds, reads, writes = self.plan.proxy_added
+        databases = list(proxy_latency.DATABASES)
+        self.data.extra["proxy_added"] = proxy_latency.measure(rounds, reads, writes, 0.5, databases, [])
+
     def cli(self) -> None:
         from bench import cli_wall
 
@@ -449,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         ("a2a", harness.a2a),
         ("proxy", harness.proxy),
         ("proxy-read", harness.proxy_read),
+        ("proxy-added", harness.proxy_added),
         ("cli", harness.cli),
         ("recovery", harness.recovery),
     ]

@@ -211,6 +211,9 @@ SAGA_PROXY_RELIST_SECONDS: float = env.float("SAGA_PROXY_RELIST_SECONDS", defaul
 # How a downstream server's first listing is trusted when its configuration does not say (`trust`): "first-use",
 # "review", or "" (first-use for the stdio proxy, where the agent is the local operator's; review over HTTP).
 SAGA_PROXY_TRUST: str = env.str("SAGA_PROXY_TRUST", default="")
+# The stdio proxy answers plain allowed calls on its fast path (sagas.protocols.proxy.fast_calls); false sends every
+# call through the SDK's sessions (to compare the two, or to rule the fast path out).
+SAGA_PROXY_FAST_PATH: bool = env.bool("SAGA_PROXY_FAST_PATH", default=True)
 
 if SAGA_PROXY_SESSION_IDLE_SECONDS < 1:
     raise ImproperlyConfigured(

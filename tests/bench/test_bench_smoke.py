@@ -180,6 +180,23 @@ def test_surface_targets_pair_ours_with_the_bare_reference_round_by_round():
     assert report_surfaces.figures(extra)["a2a_ms"]["sqlite"]["ours"]["p50"] == pytest.approx(10.0)
 
 
+def test_the_proxys_added_milliseconds_are_the_median_of_per_round_differences_with_their_tail():
+    samples = {
+        "direct/sqlite/read": [[0.0002, 0.0002], [0.0003]],
+        "proxied/sqlite/read": [[0.0010, 0.0012], [0.0013]],  # rounds add 0.9 and 1.0 ms: the median is 1.0
+        "direct/sqlite/write": [[0.0002]],
+        "proxied/sqlite/write": [[0.0015, 0.0016, 0.0100]],
+    }
+    by_name = {t.name: t for t in report_surfaces.added_targets(samples)}
+    read = by_name["stdio proxy, journal sqlite: added to a read (class read, gate allow), p50"]
+    assert read.value == pytest.approx(1.0) and read.limit == 0.9 and read.verdict == "MISS" and read.unit == "ms"
+    write = by_name["stdio proxy, journal sqlite: added to a write journaled ahead, p50"]
+    assert write.value == pytest.approx(1.4) and write.verdict == "PASS"
+    tail = by_name["stdio proxy, journal sqlite: write p99 / p50 through the proxy"]
+    assert tail.value > 2.0 and tail.verdict == "MISS" and tail.shown(tail.value).endswith("x")
+    assert read.shown(read.value) == "1.000 ms"
+
+
 def test_cli_verbs_are_judged_against_half_a_second_beside_the_bare_start():
     figures = {
         "samples": {cli_wall.BARE: [0.02, 0.03], "pending": [0.4, 0.45], "ledger": [0.7], cli_wall.APPROVE_SENT: [1.0]}

@@ -18,13 +18,15 @@ from typing import Any
 import anyio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from mcp.server.stdio import stdio_server
 
-from governance.identity.principal import local_agent
+from governance.identity.principal import Principal, local_agent
 from sagas.management.commands.serve import refuse_to_start_unless_ready
 from sagas.protocols.proxy.catalog import NameCollision
 from sagas.protocols.proxy.config import ProxyConfigError, load_proxy_config
+from sagas.protocols.proxy.durable import DurableCallPath
+from sagas.protocols.proxy.fast_calls import FastCalls
 from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
+from sagas.protocols.proxy.stdio_front import stdio_front
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -54,14 +56,23 @@ class Command(BaseCommand):
         proxy = build_proxy(config, lambda: principal, call_path=journaled)
         signal.signal(signal.SIGTERM, _stop_as_on_ctrl_c)
         try:
-            anyio.run(self._serve, proxy)
+            anyio.run(self._serve, proxy, principal)
         except NameCollision as collision:
             raise CommandError(f"semantic-saga proxy did not start ({config.path}): {collision}") from None
 
     @staticmethod
-    async def _serve(proxy: Proxy) -> None:
-        async with proxy.running(), stdio_server() as (read_stream, write_stream):
-            await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())
+    async def _serve(proxy: Proxy, principal: Principal) -> None:
+        async with proxy.running(), anyio.create_task_group() as calls:
+            path = proxy.call_path
+            use_fast = settings.SAGA_PROXY_FAST_PATH and isinstance(path, DurableCallPath)
+            fast = FastCalls(proxy.server, path, principal, calls) if isinstance(path, DurableCallPath) else None
+            try:
+                async with stdio_front(fast if use_fast else None) as ((read_stream, write_stream), _front):
+                    await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())
+            finally:
+                calls.cancel_scope.cancel()  # the agent is gone: its calls still out are recorded as lost
+                if fast is not None:
+                    fast.close()
 
 
 # How long a stopping proxy may take to shut down before it exits anyway: its shutdown (the reads' journal lines

@@ -33,6 +33,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
+from pydantic import ValidationError
 
 from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
@@ -40,6 +41,14 @@ from sagas.protocols.proxy import listing as lists
 from sagas.protocols.proxy.catalog import ServerListing
 from sagas.protocols.proxy.floods import ListKind, NotificationGate
 from sagas.protocols.proxy.inbound import DownstreamInbound
+from sagas.protocols.proxy.raw_channel import (
+    ChannelClosed,
+    ChannelLost,
+    RawChannel,
+    not_a_result,
+    plain_error,
+    plain_result,
+)
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
 from sagas.protocols.proxy.result_cap import CappedBodies, too_large
 from sagas.protocols.proxy.specs import ServerSpec
@@ -97,6 +106,7 @@ class _Live:
     session: ClientSession
     init: types.InitializeResult
     secrets: tuple[str, ...]
+    raw: RawChannel | None = None  # a stdio server's channel for the fast path's plain calls
     lost: anyio.Event = field(default_factory=anyio.Event)
     reason: str = ""
 
@@ -160,10 +170,11 @@ class DownstreamConnection:
         """Returns why the connection ended (or never started)."""
         secrets: tuple[str, ...] = ()
         try:
-            async with self._session() as (session, init, secrets):
+            raw = RawChannel() if self.spec.transport == "stdio" else None
+            async with self._session(raw) as (session, init, secrets):
                 listing = await lists.first_listing(session, self.spec, init, self._timing.list_timeout)
                 self.tools_listed_at = time.monotonic()
-                live = self._live = _Live(session, init, secrets)
+                live = self._live = _Live(session, init, secrets, raw)
                 self._connected(init, listing)
                 await self._on_listing(self, listing, frozenset({"tools", "prompts", "resources", "instructions"}))
                 self.first_attempt.set()
@@ -255,10 +266,12 @@ class DownstreamConnection:
     # --- the session --------------------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _session(self) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, tuple[str, ...]]]:
+    async def _session(
+        self, raw: RawChannel | None
+    ) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, tuple[str, ...]]]:
         values, secrets = _resolve(self.spec)
         async with contextlib.AsyncExitStack() as stack:
-            streams = await stack.enter_async_context(self._transport(stack, values))
+            streams = await stack.enter_async_context(self._transport(stack, values, raw))
             inbound = self._inbound
             session = ClientSession(
                 self._gate.gated(streams[0]),
@@ -284,12 +297,12 @@ class DownstreamConnection:
     def call_timeout(self) -> float:
         return float(self.spec.call_timeout_seconds or settings.SAGA_PROXY_CALL_TIMEOUT_SECONDS)
 
-    def _transport(self, stack: contextlib.AsyncExitStack, values: dict[str, str]) -> Any:
+    def _transport(self, stack: contextlib.AsyncExitStack, values: dict[str, str], raw: RawChannel | None) -> Any:
         spec, limit = self.spec, settings.SAGA_PROXY_MAX_RESULT_BYTES
         if spec.transport == "stdio":
             # The child's stderr joins ours: stdout is the MCP stream, stderr is where a server says what is wrong.
             return bounded_stdio_client(
-                spec.command, list(spec.args), env=values or None, cwd=spec.cwd, max_message_bytes=limit
+                spec.command, list(spec.args), env=values or None, cwd=spec.cwd, max_message_bytes=limit, raw=raw
             )
         # No read timeout: a call may legitimately wait long (an elicitation waits for a person); pings notice a
         # dead server, and each request has its own call timeout.
@@ -324,21 +337,57 @@ class DownstreamConnection:
                     request_read_timeout_seconds=timeout,
                     progress_callback=self._inbound.progress(relay),
                 )
+            except ValidationError as invalid:  # the server answered something that is not this method's result
+                self._wake("check")
+                raise not_a_result(str(getattr(request, "method", "the request's")), invalid) from None
             except MCPError as error:
                 if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                     raise oversized from None
                 if error.code == REQUEST_TIMEOUT:
-                    raise DownstreamTimedOut(
-                        f'the MCP server "{self.spec.name}" did not answer within {timeout:g}s (its timeoutMs, or '
-                        "SAGA_PROXY_CALL_TIMEOUT_SECONDS), so the request was cancelled"
-                    ) from None
+                    raise self._timed_out(timeout) from None
                 if error.code == CONNECTION_CLOSED or "Session terminated" in error.message:
-                    self._mark_lost(live, f"the connection closed during a request ({error.message})")
-                    raise DownstreamLost(
-                        f'the connection to the MCP server "{self.spec.name}" was lost before it answered'
-                    ) from None
+                    raise self._lost(live, error.message) from None
                 self._wake("check")
                 raise
+
+    async def call_plain(self, params: dict[str, Any], relay: ClientRelay) -> dict[str, Any]:
+        """tools/call with `params` as JSON; the `result` object as JSON. A stdio server is asked through its raw
+        channel (sagas.protocols.proxy.raw_channel), any other through the session. Raises as `request` does, and
+        MCPError for an answer that is not a tools/call result."""
+        live = self._require()
+        if live.raw is None or not live.raw.attached:
+            request = types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+            result = await self.request(request, types.CallToolResult, relay)
+            dumped: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+            return dumped
+        timeout = self.call_timeout
+        with self._router.serving(self.spec.name, relay):
+            try:
+                message = await live.raw.call(params, timeout)
+            except ChannelClosed:
+                problem = self.status.problem or "its input is closed"
+                raise DownstreamUnavailable(f'the MCP server "{self.spec.name}" is not connected ({problem})') from None
+            except ChannelLost as lost:
+                raise self._lost(live, str(lost)) from None
+            except TimeoutError:
+                raise self._timed_out(timeout) from None
+        if "error" in message:
+            error = plain_error(message["error"])
+            if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
+                raise oversized
+            self._wake("check")
+            raise error
+        return plain_result(message.get("result"))
+
+    def _timed_out(self, timeout: float) -> DownstreamTimedOut:
+        return DownstreamTimedOut(
+            f'the MCP server "{self.spec.name}" did not answer within {timeout:g}s (its timeoutMs, or '
+            "SAGA_PROXY_CALL_TIMEOUT_SECONDS), so the request was cancelled"
+        )
+
+    def _lost(self, live: _Live, why: str) -> DownstreamLost:
+        self._mark_lost(live, f"the connection closed during a request ({why})")
+        return DownstreamLost(f'the connection to the MCP server "{self.spec.name}" was lost before it answered')
 
     async def relist(self, kind: lists.Kind) -> None:
         """Re-read one kind now (a client asked for the list); a failure keeps the previous list."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, cast
 
@@ -175,6 +176,11 @@ class DownstreamManager:
         )
         return result
 
+    async def call_plain(self, server: str, params: dict[str, Any], *, relay: ClientRelay) -> dict[str, Any]:
+        """The fast path's tools/call: `params` as the client sent them (the downstream's tool name in), the result
+        as JSON, exactly as the server answered it; raises as call_tool does."""
+        return await self._connection(server).call_plain(params, relay)
+
     async def get_prompt(
         self, server: str, name: str, arguments: dict[str, str] | None, *, relay: ClientRelay
     ) -> types.GetPromptResult:
@@ -194,6 +200,11 @@ class DownstreamManager:
     def tools_stale(self, server: str) -> bool:
         """`server` said its tools changed, and they were not read again since."""
         return self._connection(server).tools_stale
+
+    def tools_listed_within(self, server: str, seconds: float) -> bool:
+        """`server`'s tools were read less than `seconds` ago and it has not said since that they changed."""
+        connection = self._connection(server)
+        return not connection.tools_stale and time.monotonic() - connection.tools_listed_at < seconds
 
     async def relist_tools(self, server: str, *, older_than: float = 0.0) -> None:
         """Re-read `server`'s tools now, or only when its listing is `older_than` seconds old or it said they changed;

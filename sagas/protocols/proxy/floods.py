@@ -35,6 +35,8 @@ import anyio
 from mcp.shared.message import SessionMessage
 from mcp_types.jsonrpc import JSONRPCNotification
 
+from sagas.protocols.proxy.raw_channel import RawAnswer
+
 logger = logging.getLogger("sagas.protocols.proxy")
 
 DEFAULT_PER_SECOND = 100
@@ -201,7 +203,8 @@ class NotificationGate:
 
 
 class GatedStream:
-    """A read stream (the SDK's ReadStream protocol) that skips what the gate does not admit."""
+    """A read stream (the SDK's ReadStream protocol) that skips what the gate does not admit, and hands the fast
+    path's answers (sagas.protocols.proxy.raw_channel.RawAnswer) to their calls."""
 
     def __init__(self, inner: Any, gate: NotificationGate) -> None:
         self._inner = inner
@@ -215,6 +218,9 @@ class GatedStream:
     async def receive(self) -> Any:
         while True:
             item = await self._inner.receive()  # a checkpoint each time: dropping a flood never starves the loop
+            if isinstance(item, RawAnswer):  # a fast-path call's answer, after what the server sent before it
+                item.deliver()
+                continue
             if self._gate.admit(item):
                 return item
 

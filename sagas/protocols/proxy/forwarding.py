@@ -8,7 +8,8 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -40,6 +41,16 @@ Op = Callable[..., Awaitable[dict[str, Any]]]
 Recorder = Callable[[float, dict[str, Any]], Awaitable[None]]
 # The usable pack entry of (server, tool), if any (sagas.protocols.proxy.trust ToolTrust.pack_entry).
 PackEntryFor = Callable[[str, str], PackEntry | None]
+
+
+Sent = TypeVar("Sent")
+
+
+@dataclass(frozen=True)
+class NotAnswered:
+    """A call the server did not answer (not sent, lost, or answered past the limit): what the agent is told."""
+
+    result: types.CallToolResult
 
 
 class CaptureFailed(Exception):
@@ -82,30 +93,18 @@ class Forwarder:
         except anyio.get_cancelled_exc_class():  # the client went away before the call was sent
             await record(started, {**outcome, "kind": "not_sent", "reason": GONE_BEFORE_SENT})
             raise
-        try:
-            result = await self.downstreams.call_tool(
+        sent = await self._sent(
+            request,
+            record,
+            started,
+            outcome,
+            lambda: self.downstreams.call_tool(
                 request.server, request.tool, request.arguments, relay=request.relay, meta=meta
-            )
-        except DownstreamUnavailable as down:
-            await record(started, {**outcome, "kind": "not_sent", "reason": str(down)})
-            return not_sent_result(request, str(down))
-        except DownstreamLost as lost:
-            await record(started, {**outcome, "kind": "lost", "reason": str(lost)})
-            return uncertain_result(request, str(lost))
-        except ResultTooLarge as oversized:
-            done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
-            await record(started, {**outcome, **done})
-            return too_large_result(request, oversized)
-        except anyio.get_cancelled_exc_class():
-            # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
-            # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
-            # left EXECUTING for as long as this process lives.
-            await record(started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
-            raise
-        except MCPError as error:
-            reason = f"the server answered with a protocol error: {error}"
-            await record(started, {**outcome, "kind": "answered", "is_error": True, "reason": reason})
-            raise
+            ),
+        )
+        if isinstance(sent, NotAnswered):
+            return sent.result
+        result = sent
         answer = self.downstreams.scrub(
             request.server, result.model_dump(by_alias=True, exclude_none=True, mode="json")
         )
@@ -120,6 +119,63 @@ class Forwarder:
                 outcome.update(await self._read_after(request, begun, made or after or {}, made_by))
         await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(result.is_error)})
         return result  # exactly what the downstream answered
+
+    async def forward_plain(
+        self, request: ProxiedCall, begun: dict[str, Any], record: Recorder
+    ) -> dict[str, Any] | types.CallToolResult:
+        """The fast path's forward (sagas.protocols.proxy.fast_calls) of a call with no capture read and no read
+        after: the result as JSON, exactly as the server sent it (the journal keeps it scrubbed), or the answer
+        written for the agent when it was not sent or its outcome is unknown. A JSON-RPC error of the server is
+        raised as MCPError, as `forward` raises it."""
+        meta = {**request.meta, IDEMPOTENCY_META_KEY: begun["step_id"]}
+        params = {"name": request.tool, "arguments": request.arguments, "_meta": meta}
+        started = time.monotonic()
+        outcome: dict[str, Any] = {"max_result_bytes": self.max_result_bytes}
+        sent = await self._sent(
+            request,
+            record,
+            started,
+            outcome,
+            lambda: self.downstreams.call_plain(request.server, params, relay=request.relay),
+        )
+        if isinstance(sent, NotAnswered):
+            return sent.result
+        answer = self.downstreams.scrub(request.server, sent)
+        await record(started, {**outcome, "kind": "answered", "result": answer, "is_error": bool(sent.get("isError"))})
+        return sent
+
+    async def _sent(
+        self,
+        request: ProxiedCall,
+        record: Recorder,
+        started: float,
+        outcome: dict[str, Any],
+        send: Callable[[], Awaitable[Sent]],
+    ) -> Sent | NotAnswered:
+        """What `send()` answered; a call not sent, lost or answered too large is recorded and answered for the
+        agent (NotAnswered); the server's protocol error is recorded and raised."""
+        try:
+            return await send()
+        except DownstreamUnavailable as down:
+            await record(started, {**outcome, "kind": "not_sent", "reason": str(down)})
+            return NotAnswered(not_sent_result(request, str(down)))
+        except DownstreamLost as lost:
+            await record(started, {**outcome, "kind": "lost", "reason": str(lost)})
+            return NotAnswered(uncertain_result(request, str(lost)))
+        except ResultTooLarge as oversized:
+            done = {"kind": "too_large", "reason": str(oversized), "size_bytes": oversized.size_bytes}
+            await record(started, {**outcome, **done})
+            return NotAnswered(too_large_result(request, oversized))
+        except anyio.get_cancelled_exc_class():
+            # The client went away (or the proxy is stopping) while the call was out: nobody will read the answer
+            # and whether the tool acted is unknown, so the step is recorded uncertain and its lease let go, not
+            # left EXECUTING for as long as this process lives.
+            await record(started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
+            raise
+        except MCPError as error:
+            reason = f"the server answered with a protocol error: {error}"
+            await record(started, {**outcome, "kind": "answered", "is_error": True, "reason": reason})
+            raise
 
     def _capture_spec(self, request: ProxiedCall) -> dict[str, Any] | None:
         """The contract capture (with its outcome fields) of the tool's usable pack entry, if it declares one."""

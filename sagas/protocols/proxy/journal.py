@@ -28,8 +28,9 @@ JOURNAL_THREADS = 4
 CHECK_AFTER_IDLE_SECONDS = 5.0
 
 _Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
-# A write-behind unit and when it was submitted (loop and future None), or a drained() marker (unit None).
-_Behind = tuple[Callable[[], Any] | None, asyncio.AbstractEventLoop | None, "asyncio.Future[None] | None", float]
+# A write-behind unit, when it was submitted and whether it is written at once (loop and future None), or a
+# drained() marker (unit None).
+_Behind = tuple[Callable[[], Any] | None, asyncio.AbstractEventLoop | None, "asyncio.Future[None] | None", float, bool]
 logger = logging.getLogger("sagas.protocols.proxy")
 
 
@@ -139,11 +140,14 @@ class WriteBehind:
             self._in_flight -= 1
             self._last_active = time.monotonic()
 
-    def submit(self, unit: Callable[[], Any]) -> None:
+    def submit(self, unit: Callable[[], Any], *, at_once: bool = False) -> None:
+        """Queue `unit`; `at_once`: write it (and what is queued before it) without waiting for a quiet moment (a
+        write's outcome, recorded just after its answer went out)."""
         self._start()
         with self._lock:
             self._pending += 1
-        self._work.put((unit, None, None, time.monotonic()))
+            self._urgent += at_once
+        self._work.put((unit, None, None, time.monotonic(), at_once))
 
     async def drained(self) -> None:
         """Return once every unit submitted before this call is written (at once when none is pending)."""
@@ -154,7 +158,7 @@ class WriteBehind:
         future: asyncio.Future[None] = loop.create_future()
         with self._lock:
             self._urgent += 1
-        self._work.put((None, loop, future, 0.0))
+        self._work.put((None, loop, future, 0.0, False))
         await future
 
     def close(self) -> None:
@@ -179,7 +183,7 @@ class WriteBehind:
         last_used = 0.0
         try:
             while (work := self._work.get()) is not None:
-                unit, loop, future, submitted = work
+                unit, loop, future, submitted, at_once = work
                 if unit is None:  # a drained() marker: everything before it is written
                     with self._lock:
                         self._urgent -= 1
@@ -193,11 +197,12 @@ class WriteBehind:
                     unit()
                     last_used = time.monotonic()
                 except BaseException:
-                    logger.exception("a read's journal line could not be written (the read was answered)")
+                    logger.exception("a journal line written behind its answer failed (the call was answered)")
                     last_used = 0.0
                 finally:
                     with self._lock:
                         self._pending -= 1
+                        self._urgent -= at_once
         finally:
             connections.close_all()
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar, get_args
 
 import mcp.types as types
 from mcp.server import ServerRequestContext
-from mcp.server.connection import allowed_log_levels
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.jsonrpc import INVALID_REQUEST
@@ -114,6 +114,66 @@ class RequestRelay:
         related = ServerMessageMetadata(related_request_id=self._ctx.request_id)
         try:
             return await self._ctx.session.send_request(request, result_type, metadata=related)
+        except MCPError as refusal:
+            return refusal.error
+
+
+class ConnectionRelay:
+    """The relay of a call the fast path answers (sagas.protocols.proxy.fast_calls): the stdio agent's one
+    connection, with no SDK request context. The fast path takes no call that asked for progress, so progress goes
+    nowhere; logs and the server's own requests go on the connection, as RequestRelay sends them on stdio."""
+
+    def __init__(self, connection: Connection, client_key: str, *, log_level: types.LoggingLevel | None) -> None:
+        self._connection = connection
+        self._client_key = client_key
+        self._log_level = log_level
+
+    @property
+    def client_key(self) -> str:
+        return self._client_key
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if params.level not in allowed_log_levels(self._connection.protocol_version, None):
+            return
+        if self._log_level is not None and _LEVELS.index(params.level) < _LEVELS.index(self._log_level):
+            return
+        await self._connection.notify(
+            "notifications/message", params.model_dump(by_alias=True, exclude_none=True, mode="json")
+        )
+
+    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
+        if refusal := self._cannot_ask(
+            "elicitation", types.ClientCapabilities(elicitation=types.ElicitationCapability())
+        ):
+            return refusal
+        return await self._ask(types.ElicitRequest(params=params), types.ElicitResult)
+
+    async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer:
+        if refusal := self._cannot_ask("sampling", types.ClientCapabilities(sampling=types.SamplingCapability())):
+            return refusal
+        request = types.CreateMessageRequest(params=params)
+        if params.tools:
+            return await self._ask(request, types.CreateMessageResultWithTools)
+        return await self._ask(request, types.CreateMessageResult)
+
+    async def list_roots(self) -> types.ListRootsResult | types.ErrorData:
+        if refusal := self._cannot_ask("roots", types.ClientCapabilities(roots=types.RootsCapability())):
+            return refusal
+        return await self._ask(types.ListRootsRequest(), types.ListRootsResult)
+
+    def _cannot_ask(self, what: str, capability: types.ClientCapabilities) -> types.ErrorData | None:
+        if not self._connection.check_capability(capability):
+            return types.ErrorData(
+                code=INVALID_REQUEST, message=f"The agent's client does not support {what}; it was not asked."
+            )
+        return None
+
+    async def _ask(self, request: types.ServerRequest, result_type: type[ResultT]) -> ResultT | types.ErrorData:
+        try:
+            return await self._connection.send_request(request, result_type=result_type)
         except MCPError as refusal:
             return refusal.error
 

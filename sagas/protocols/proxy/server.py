@@ -86,6 +86,9 @@ class ConnectedClients:
     def __init__(self) -> None:
         self._connections: dict[str, Connection] = {}
         self.log_levels: dict[str, types.LoggingLevel] = {}
+        # The connection that finished its handshake last, with who it is: on stdio, the agent's only one (the fast
+        # path, sagas.protocols.proxy.fast_calls, answers its plain calls without an SDK request context).
+        self.latest: tuple[ClientIdentity, Connection] | None = None
 
     def identity(self, ctx: ServerRequestContext[Any]) -> ClientIdentity:
         connection = _connection_of(ctx.session)
@@ -129,6 +132,7 @@ class ProxyServer(DeclaringServer):
         self.downstreams = downstreams
         self.page_size = PAGE_SIZE  # items per list page sent to the client
         self.tasks_served = False  # tasks/* served (the call path answers held calls with MCP tasks)
+        self.clients = ConnectedClients()  # replaced by build_proxy_server with the one its handlers use
 
     def offered(self, capabilities: types.ServerCapabilities) -> types.ServerCapabilities:
         catalog = self.downstreams.catalog
@@ -199,7 +203,7 @@ def build_proxy_server(
             definition_hash=exposed.definition_hash,
             definition=exposed.tool,
             arguments=dict(params.arguments or {}),
-            meta=_forwarded_meta(params.meta),
+            meta=forwarded_meta(params.meta),
             relay=relay(ctx, client),
             request_id=ctx.request_id,
             client_elicits=can_ask(ctx.session.client_capabilities)
@@ -285,6 +289,7 @@ def build_proxy_server(
 
     async def initialized(ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
         client = clients.identity(ctx)  # remember the connection now: list_changed may come before its first request
+        clients.latest = (client, _connection_of(ctx.session))
         await call_path.client_initialized(principal_for_request(), client)
 
     listen = ListenHandler(bus)
@@ -303,6 +308,7 @@ def build_proxy_server(
     # 2026-07-28, but handshake-era clients still set their level with it.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
     server.add_notification_handler("notifications/initialized", types.NotificationParams, initialized)
+    server.clients = clients
     if isinstance(tasks, TaskService):
         serve_tasks(server, tasks, principal_for_request)
         server.tasks_served = True
@@ -337,7 +343,7 @@ def _cursor(params: types.PaginatedRequestParams | None) -> str | None:
     return params.cursor if params is not None else None
 
 
-def _forwarded_meta(meta: Any) -> dict[str, Any]:
+def forwarded_meta(meta: Any) -> dict[str, Any]:
     if not meta:
         return {}
     plain = dict(meta) if not hasattr(meta, "model_dump") else meta.model_dump(by_alias=True, exclude_none=True)

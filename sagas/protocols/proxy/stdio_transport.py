@@ -25,6 +25,7 @@ from mcp.client.stdio import get_default_environment
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
+from sagas.protocols.proxy.raw_channel import RawAnswer, RawChannel
 from sagas.protocols.proxy.result_cap import LineCap, Oversized, synthesized_answer
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -34,7 +35,10 @@ EXIT_GRACE_SECONDS = 2.0
 KILL_GRACE_SECONDS = 2.0
 _CHUNK = 65536
 
-Streams = tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+# What the session's read stream carries: messages, parse errors, and answers to the fast path's calls (which the
+# stream's reader, sagas.protocols.proxy.floods.GatedStream, delivers to them instead of the session).
+Incoming = SessionMessage | Exception | RawAnswer
+Streams = tuple[MemoryObjectReceiveStream[Incoming], MemoryObjectSendStream[SessionMessage]]
 
 
 @contextlib.asynccontextmanager
@@ -46,21 +50,29 @@ async def bounded_stdio_client(
     cwd: Path | None,
     max_message_bytes: int,
     errlog: TextIO = sys.stderr,
+    raw: RawChannel | None = None,
 ) -> AsyncIterator[Streams]:
     """Start the server and yield the session's (read, write) streams; the server is stopped when the block ends.
-    Like the SDK's stdio client, the child inherits only the safe default environment plus `env`."""
+    Like the SDK's stdio client, the child inherits only the safe default environment plus `env`. With `raw`, the
+    fast path's calls share the pipe (sagas.protocols.proxy.raw_channel): the answers to them are its, not the
+    session's."""
     process = await anyio.open_process(
         [command, *args], env=get_default_environment() | (env or {}), stderr=errlog, cwd=cwd, start_new_session=True
     )
-    incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    incoming_send, incoming = anyio.create_memory_object_stream[Incoming](0)
     outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdin is not None
+    if raw is not None:
+        raw.attach(process.stdin.send)
     async with anyio.create_task_group() as group:
-        group.start_soon(_read, process, incoming_send, max_message_bytes)
+        group.start_soon(_read, process, incoming_send, max_message_bytes, raw)
         group.start_soon(_write, process, outgoing_receive, incoming_send)
         try:
             yield incoming, outgoing
         finally:
             with anyio.CancelScope(shield=True):
+                if raw is not None:
+                    raw.detach("the proxy is closing its connection to the server")
                 outgoing.close()
                 incoming.close()
                 await _stop(process)
@@ -68,7 +80,10 @@ async def bounded_stdio_client(
 
 
 async def _read(
-    process: Process, incoming: MemoryObjectSendStream[SessionMessage | Exception], max_message_bytes: int
+    process: Process,
+    incoming: MemoryObjectSendStream[Incoming],
+    max_message_bytes: int,
+    raw: RawChannel | None,
 ) -> None:
     assert process.stdout is not None
     lines = LineCap(max_message_bytes)
@@ -77,10 +92,21 @@ async def _read(
             while True:
                 chunk = await process.stdout.receive(_CHUNK)
                 for line in lines.feed(chunk):
-                    if (message := _message(line, max_message_bytes)) is not None:
+                    answer = _raw_answer(raw, line, max_message_bytes) if raw is not None else None
+                    if (message := answer or _message(line, max_message_bytes)) is not None:
                         await incoming.send(message)
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             return  # the server exited or closed its stdout, or the session is gone: the session sees the end
+        finally:
+            if raw is not None:
+                raw.detach("the server's output ended (it exited or closed its stdout) before it answered")
+
+
+def _raw_answer(raw: RawChannel, line: bytes | Oversized, limit: int) -> RawAnswer | None:
+    """The answer to one of the fast path's calls that `line` is, if it is one."""
+    if isinstance(line, Oversized):
+        return raw.answer_of(synthesized_answer(line, limit)) if line.request_id is not None else None
+    return raw.answer_of(line)
 
 
 def _message(line: bytes | Oversized, limit: int) -> SessionMessage | Exception | None:
@@ -101,7 +127,7 @@ def _message(line: bytes | Oversized, limit: int) -> SessionMessage | Exception 
 async def _write(
     process: Process,
     outgoing: MemoryObjectReceiveStream[SessionMessage],
-    incoming: MemoryObjectSendStream[SessionMessage | Exception],
+    incoming: MemoryObjectSendStream[Incoming],
 ) -> None:
     assert process.stdin is not None
     try:

@@ -1,0 +1,308 @@
+"""The fast path of the stdio proxy: a plain tools/call decided on its parsed envelope and answered without the
+SDK's server or client session (docs/proxy.md, "The fast path"; the measurements in docs/benchmarks.md).
+
+The SDK validates every message into pydantic models on the way in and out of both of the proxy's sessions, and
+passes each through memory streams and tasks: about 3 ms per call on a 2-core machine, more than a whole call
+through Sagaz. For the common case none of it is needed, so the stdio front (sagas.protocols.proxy.stdio_front)
+offers each line here first. A line is taken only when all of this holds, else it goes to the SDK as before:
+
+- one JSON object `{"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "arguments"?, "_meta"?}}`
+  with nothing else in it, an id that is a string or an integer and not in flight on either path, arguments an
+  object, no progress token (progress needs the SDK's request context) and no task;
+- the agent's connection finished its handshake in a handshake era (not a stateless 2026-07-28 one), may act
+  (execute) and read, and the proxy is not in preview;
+- the tool is in the catalog, its definition is the pinned one, its server has not said its tools changed (and for
+  a non-read the listing is younger than SAGA_PROXY_RELIST_SECONDS), its gate is `allow`, and its pack declares no
+  capture read and no read after (those calls take the SDK path with their reads).
+
+Then a read is checked (`may_read_now`, one statement on a connection of its own: QuickReadCheck), forwarded and
+journaled behind its answer, as on the SDK path; any other call is journaled ahead (`proxy_call_begin`, durable
+before it is sent), forwarded with its step id as idempotency key, and its outcome (`proxy_call_finish`) written
+just after the answer went out, on the write-behind thread, before the session's next call is journaled (a crash in
+that moment leaves the step EXECUTING, and the recovery sweep records its outcome as unknown, as for a crash while
+the call was out). What the journal, the gate and the policy see is what they see for
+the same call on the SDK path: the same facts, the same operations; what differs is that the downstream's result is
+relayed as it came, without being rebuilt. A begin that does not forward (refused, held, dry) is answered by the
+durable path's own code.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.abc import TaskGroup
+from django.conf import settings
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
+from governance.errors import ServiceError
+from governance.identity.principal import Principal
+from governance.identity.rbac import EXECUTE, READ, can
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now
+from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
+from sagas.protocols.proxy.catalog import Catalog, ExposedTool
+from sagas.protocols.proxy.durable import DurableCallPath
+from sagas.protocols.proxy.elicited import can_ask
+from sagas.protocols.proxy.relay import ConnectionRelay
+from sagas.protocols.proxy.server import ProxyServer, forwarded_meta
+from sagas.protocols.proxy.stdio_front import StdioFront, request_key
+from sagas.proxied_facts import CallFacts, CallOutcome
+
+logger = logging.getLogger("sagas.protocols.proxy")
+
+_TOOLS_CALL = b'"tools/call"'
+_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
+_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+@dataclass(frozen=True)
+class PlainCall:
+    request_id: str | int
+    name: str
+    arguments: dict[str, Any]
+    meta: dict[str, Any]
+
+
+@dataclass
+class _Flight:
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """What a call's facts were decided from: kept while none of it changed (the catalog and the trust state are
+    replaced, never mutated, when they change)."""
+
+    catalog: Catalog
+    pin: object
+    offered: object
+    facts: CallFacts
+
+
+class FastCalls:
+    def __init__(self, server: ProxyServer, path: DurableCallPath, principal: Principal, group: TaskGroup) -> None:
+        self.server = server
+        self.path = path
+        self.principal = principal
+        self.group = group
+        self._flights: dict[Any, _Flight] = {}
+        self._decided: dict[tuple[str, str, str, str], _Decided] = {}
+        self._acts = can(principal, EXECUTE) and can(principal, READ) and not path.config.preview
+        self.quick = QuickReadCheck()
+
+    def close(self) -> None:
+        self.quick.close()
+
+    # --- what the front asks -------------------------------------------------------------------------------------
+
+    def take(self, line: bytes, busy: Any, front: StdioFront) -> bool:
+        if _TOOLS_CALL not in line or not self._acts:
+            return False
+        try:
+            call = plain_call(json.loads(line))
+        except ValueError:
+            return False
+        if call is None or busy(call.request_id) or request_key(call.request_id) in self._flights:
+            return False
+        taken = self._request(call)
+        if taken is None:
+            return False
+        flight = self._flights[request_key(call.request_id)] = _Flight()
+        self.group.start_soon(self._answer, call, taken, flight, front)
+        return True
+
+    def cancel(self, request_id: Any) -> bool:
+        flight = self._flights.get(request_key(request_id))
+        if flight is None:
+            return False
+        flight.scope.cancel()
+        return True
+
+    # --- deciding on the envelope --------------------------------------------------------------------------------
+
+    def _request(self, call: PlainCall) -> tuple[ProxiedCall, CallFacts] | None:
+        latest = self.server.clients.latest
+        if latest is None:
+            return None
+        client, connection = latest
+        if client.stateless:
+            return None
+        catalog = self.path.downstreams.catalog
+        exposed = catalog.tools.get(call.name)
+        if exposed is None:
+            return None
+        log_level = self.server.clients.log_levels.get(client.key)
+        request = ProxiedCall(
+            principal=self.principal,
+            client=client,
+            exposed_name=exposed.name,
+            server=exposed.server,
+            tool=exposed.tool.name,
+            definition_hash=exposed.definition_hash,
+            definition=exposed.tool,
+            arguments=call.arguments,
+            meta=forwarded_meta(call.meta),
+            relay=ConnectionRelay(connection, client.key, log_level=log_level),
+            request_id=call.request_id,
+            client_elicits=can_ask(connection.client_capabilities),
+        )
+        facts = self._facts(catalog, exposed, request, client)
+        plain = facts.gate == "allow" and not facts.definition_changed and self._fresh(exposed, facts.effect_class)
+        if not plain or "capture" in facts.inverse or "read_after" in facts.inverse:
+            return None
+        return request, facts
+
+    def _fresh(self, exposed: ExposedTool, effect_class: str) -> bool:
+        """As DurableCallPath._fresh would leave the call unchanged without re-listing first."""
+        downstreams = self.path.downstreams
+        if downstreams.tools_stale(exposed.server):
+            return False
+        if effect_class == "read":
+            return True
+        return downstreams.tools_listed_within(exposed.server, float(settings.SAGA_PROXY_RELIST_SECONDS))
+
+    def _facts(self, catalog: Catalog, exposed: ExposedTool, request: ProxiedCall, client: ClientIdentity) -> CallFacts:
+        key = (exposed.name, exposed.definition_hash, client.key, self.principal.tenant_id)
+        trust = self.path.trust
+        pin, offered = trust.states.get((exposed.server, exposed.tool.name)), trust.offered
+        kept = self._decided.get(key)
+        if kept is not None and kept.catalog is catalog and kept.pin is pin and kept.offered is offered:
+            return kept.facts
+        facts = self.path._facts(request)
+        self._decided[key] = _Decided(catalog, pin, offered, facts)
+        return facts
+
+    # --- answering -----------------------------------------------------------------------------------------------
+
+    async def _answer(
+        self, call: PlainCall, taken: tuple[ProxiedCall, CallFacts], flight: _Flight, front: StdioFront
+    ) -> None:
+        request, facts = taken
+        try:
+            with flight.scope:
+                answer = await self._respond(request, facts)
+        except Exception as error:  # a bug of ours: the agent gets an error, not silence
+            logger.exception("the fast path could not answer %s", call.name)
+            answer = MCPError(INTERNAL_ERROR, f"the proxy failed while answering this call ({type(error).__name__})")
+        finally:
+            self._flights.pop(request_key(call.request_id), None)
+        if flight.scope.cancelled_caught:
+            return  # the agent withdrew it: no answer is sent (the journal recorded what became of it)
+        if answer is None:  # the read's quick check did not clear it: the SDK path decides and journals it
+            await front.to_sdk(call_line(call))
+            return
+        with anyio.CancelScope(shield=True):
+            await front.write(frame(call.request_id, answer))
+
+    async def _respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
+        path = self.path
+        with path.behind.busy():
+            try:
+                if facts.effect_class == "read":
+                    return await self._read(request, facts)
+                begun = await path._begin(request, facts)
+            except ServiceError as refused:
+                return refused_result(request, refused.message.rstrip("."))
+            if begun["outcome"] != "forward":
+                return await path._after_begin(request, facts, begun)
+
+            async def record(started: float, outcome: dict[str, Any]) -> None:
+                finish = functools.partial(_finish, request.principal, begun, outcome, started, time.monotonic())
+                path.behind.submit(finish, at_once=True)  # just after the answer; before the session's next call
+
+            return await _protocol_errors(path.forwarder.forward_plain(request, begun, record))
+
+    async def _read(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
+        """As DurableCallPath._read_behind: checked, forwarded, journaled behind the answer."""
+        path = self.path
+        session = await path._session(request.principal, request.client)
+        tenant = request.principal.tenant_id
+        cleared = self.quick(tenant, session.saga_id)
+        if cleared is None:  # no quick connection (yet, or it failed): on a journal thread, as the SDK path asks
+            cleared = await path.journal.run(functools.partial(may_read_now, tenant, session.saga_id))
+            if self.quick.due():
+                await path.journal.run(self.quick.open)
+        if not cleared:
+            return None
+        step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
+
+        async def record(started: float, outcome: dict[str, Any]) -> None:
+            line = ReadLine(
+                request.principal, session.saga_id, step_id, facts, request.arguments, outcome, started, now()
+            )
+            path.behind.submit(line.write)
+
+        return await _protocol_errors(path.forwarder.forward_plain(request, {"step_id": step_id}, record))
+
+
+Answer = dict[str, Any] | types.CallToolResult | MCPError
+
+
+def _finish(
+    principal: Principal, begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float
+) -> None:
+    """`proxy_call_finish` of a forwarded call, on the write-behind thread (as Forwarder.record records it)."""
+    duration_ms = round((finished - started) * 1000, 3)
+    recorded = CallOutcome.model_validate({**outcome, "duration_ms": duration_ms})
+    arguments = {"saga_id": begun["saga_id"], "step_id": begun["step_id"], "fence": int(begun["fence"])}
+    invoke(OPERATIONS["proxy_call_finish"], principal, {**arguments, "outcome": recorded})
+
+
+async def _protocol_errors(answered: Any) -> Answer:
+    try:
+        result: Answer = await answered
+    except MCPError as error:  # the server's own protocol error, passed on as the SDK path passes it
+        return error
+    return result
+
+
+def plain_call(message: Any) -> PlainCall | None:
+    """The call, if `message` is a plain tools/call by the envelope's rules (module docstring); else None."""
+    if not isinstance(message, dict) or message.keys() - _ENVELOPE or message.get("jsonrpc") != "2.0":
+        return None
+    request_id, params = message.get("id"), message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return None
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        return None
+    if params.keys() - _PARAMS or not isinstance(name := params.get("name"), str):
+        return None
+    arguments, meta = params.get("arguments", {}), params.get("_meta", {})
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict) or not isinstance(meta, dict) or "progressToken" in meta:
+        return None
+    return PlainCall(request_id, name, arguments, meta)
+
+
+def call_line(call: PlainCall) -> bytes:
+    params: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
+    if call.meta:
+        params["_meta"] = call.meta
+    message = {"jsonrpc": "2.0", "id": call.request_id, "method": "tools/call", "params": params}
+    return json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def frame(request_id: str | int, answer: Answer) -> bytes:
+    """The JSON-RPC line that answers the call."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+    if isinstance(answer, MCPError):
+        error: dict[str, Any] = {"code": answer.code, "message": answer.message}
+        if answer.error.data is not None:
+            error["data"] = answer.error.data
+        message["error"] = error
+    elif isinstance(answer, types.CallToolResult):
+        message["result"] = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
+    else:
+        message["result"] = answer
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"

@@ -1,0 +1,232 @@
+"""The stdio proxy's fast path (sagas.protocols.proxy.fast_calls), end to end: `semantic-saga proxy` driven in raw
+JSON-RPC lines, in front of a downstream without the SDK that records every message it receives
+(tests/proxy/plain_server.py). A plain allowed call is answered without the SDK's sessions (the downstream sees
+the fast path's own ids), journaled exactly as the SDK path journals it, and relayed as the server sent it; every
+frame the fast path does not take gets the SDK's answer, as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from governance.models import KillSwitch
+from sagas.models import Step
+from tests.distributed.workers import shared_database_url
+from tests.proxy.harness import ROOT, config_file, stdio
+from tests.proxy.raw_agent import RawAgent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+PLAIN = Path(__file__).with_name("plain_server.py")
+BIN = Path(sys.executable).parent
+FAST_ID = "saga-fast-"
+
+
+@pytest.fixture(autouse=True)
+def _committed_db(transactional_db: None) -> None:
+    """The proxy is another process: it checks the (migrated) test database before it starts."""
+
+
+def _start(tmp_path: Path, *, fast: bool = True, **env: str) -> tuple[RawAgent, Path]:
+    record = tmp_path / f"received-{time.monotonic_ns()}.jsonl"
+    config = config_file(tmp_path, {"plain": stdio(PLAIN, "--record", str(record))})
+    environment = {
+        **os.environ,
+        "DATABASE_URL": shared_database_url(),
+        "SAGA_PROXY_FAST_PATH": "true" if fast else "false",
+        "SAGA_PROXY_MAX_RESULT_BYTES": str(64 * 1024),
+        **env,
+    }
+    command = [str(BIN / "semantic-saga"), "proxy", "--config", str(config)]
+    agent = RawAgent(command, environment, ROOT, tmp_path / f"stderr-{time.monotonic_ns()}.txt")
+    agent.handshake()
+    return agent, record
+
+
+def _received(record: Path) -> list[dict[str, Any]]:
+    return [json.loads(line)["message"] for line in record.read_text().splitlines()]
+
+
+def _calls(record: Path) -> list[dict[str, Any]]:
+    return [m for m in _received(record) if m.get("method") == "tools/call"]
+
+
+def _steps(count: int, timeout: float = 30.0) -> list[Step]:
+    """The session's steps once `count` are finished (reads are journaled just behind their answers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = list(Step.objects.order_by("sequence"))
+        if len(steps) >= count and all(step.status != "EXECUTING" for step in steps):
+            return steps
+        time.sleep(0.05)
+    raise AssertionError(f"not {count} finished steps within {timeout}s: {list(Step.objects.values('status'))}")
+
+
+def _session(tmp_path: Path, fast: bool) -> dict[str, Any]:
+    """A read, a write, a downstream error and an answer that is not a result; what came back and was journaled."""
+    agent, record = _start(tmp_path, fast=fast)
+    try:
+        for n in (1, 2):  # the first call may arrive before the handshake's end reached the fast path
+            agent.call(f"read-{n}", "lookup", {"key": f"k{n}"})
+            agent.answer(f"read-{n}")
+        agent.call("write", "create_item", {"name": "lamp"})
+        agent.call("refused", "rpc_error", {"name": "x"})
+        agent.call("bad", "bad_result", {"name": "x"})
+        answers = {key: agent.answer(key) for key in ("read-2", "write", "refused", "bad")}
+        steps = _steps(5)
+    finally:
+        agent.close()
+    journaled = [
+        {"action": s.action.split("@")[0], "status": s.status, "uncertain": s.uncertain_outcome, "id": str(s.id)}
+        for s in steps
+    ]
+    return {"answers": answers, "steps": journaled, "calls": _calls(record)}
+
+
+def test_plain_calls_take_the_fast_path_and_are_answered_and_journaled_as_on_the_sdk_path(tmp_path: Path):
+    fast = _session(tmp_path, fast=True)
+    Step.objects.all().delete()
+    slow = _session(tmp_path, fast=False)
+
+    # The fast path sent its own ids downstream (the SDK's session sends integers), after the first call at most.
+    fast_ids = [c["id"] for c in fast["calls"]]
+    assert all(str(i).startswith(FAST_ID) for i in fast_ids[1:]), fast_ids
+    assert not any(str(c["id"]).startswith(FAST_ID) for c in slow["calls"])
+    # Each call carried its step's id as its idempotency key, on both paths.
+    for session in (fast, slow):
+        keys = [c["params"]["_meta"]["io.semantic-saga/idempotency_key"] for c in session["calls"]]
+        assert keys == [step["id"] for step in session["steps"]]
+
+    # The same answers: the result as the server sent it (its extra field passed on, on the fast path)...
+    read = fast["answers"]["read-2"]["result"]
+    assert json.loads(read["content"][0]["text"]) == {"key": "k2", "found": True}
+    assert read["x-served-by"] == "plain"
+    # (the SDK's model writes isError: false where the server left it out, which means the same)
+    assert {"isError": False, **fast["answers"]["write"]["result"]} == slow["answers"]["write"]["result"]
+    # ...the server's JSON-RPC error passed on as it came...
+    assert fast["answers"]["refused"]["error"] == slow["answers"]["refused"]["error"]
+    assert fast["answers"]["refused"]["error"]["code"] == -32050
+    # ...and an answer that is not a tools/call result is an error on both, never relayed as a result.
+    assert "error" in fast["answers"]["bad"] and "result" not in fast["answers"]["bad"]
+    assert "error" in slow["answers"]["bad"]
+
+    # The same journal: actions, outcomes, nothing left uncertain.
+    def summary(steps: list[dict[str, Any]]) -> list[tuple[str, str, bool]]:
+        return sorted((step["action"], step["status"], step["uncertain"]) for step in steps)  # the last 3 raced
+
+    assert summary(fast["steps"]) == summary(slow["steps"])
+    assert [status for _, status, _ in summary(fast["steps"])] == [
+        "FAILED",
+        "COMPLETED",
+        "COMPLETED",
+        "COMPLETED",
+        "FAILED",
+    ]
+
+
+def test_frames_the_fast_path_does_not_take_get_the_sdks_answers(tmp_path: Path):
+    agent, record = _start(tmp_path)
+    try:
+        agent.send(b"{not json\n")  # the SDK's transport passes the parse error to its server, which goes on
+        call = {"jsonrpc": "2.0", "id": "in-batch", "method": "tools/call", "params": {"name": "lookup"}}
+        agent.send([call])
+        agent.call("unknown", "no_such_tool", {})
+        agent.call("not-args", "lookup", arguments=None, extra=1)
+        agent.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "progress",
+                "method": "tools/call",
+                "params": {"name": "lookup", "arguments": {"key": "p"}, "_meta": {"progressToken": "t1"}},
+            }
+        )
+        answers = {key: agent.answer(key) for key in ("unknown", "not-args", "progress")}
+        # An id reused while its call is out goes to the SDK path; both are answered.
+        agent.call(7, "slow", {"name": "first"})
+        agent.call(7, "slow", {"name": "second"})
+        sevens = agent.answers(7, 2)
+    finally:
+        agent.close()
+
+    assert not any(m.get("id") == "in-batch" and "result" in m for m in agent.seen if isinstance(m, dict))
+    assert answers["unknown"]["error"]["code"] == -32602 and "no_such_tool" in answers["unknown"]["error"]["message"]
+    assert "result" in answers["not-args"]  # an extra params key: the SDK's server reads it as it always did
+    assert json.loads(answers["progress"]["result"]["content"][0]["text"])["key"] == "p"
+    calls = _calls(record)
+    by_name = {c["params"]["arguments"].get("key") or c["params"]["arguments"].get("name"): c["id"] for c in calls}
+    assert not str(by_name["p"]).startswith(FAST_ID)  # progress needs the SDK's request context
+    assert not str(by_name[None]).startswith(FAST_ID)  # the call with an extra params key
+    assert str(by_name["first"]).startswith(FAST_ID) and not str(by_name["second"]).startswith(FAST_ID)
+    assert len(sevens) == 2, (sevens, calls[-2:])
+
+
+def test_a_fast_call_withdrawn_by_the_agent_is_cancelled_downstream_and_journaled_uncertain(tmp_path: Path):
+    agent, record = _start(tmp_path)
+    try:
+        agent.call("warm", "lookup", {"key": "w"})
+        agent.answer("warm")
+        agent.call("hung", "hang", {"name": "job"})
+        deadline = time.monotonic() + 30
+        while not any(c["params"]["arguments"].get("name") == "job" for c in _calls(record)):
+            assert time.monotonic() < deadline, "the call never reached the server"
+            time.sleep(0.05)
+        agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hung"}})
+        steps = _steps(2)
+        agent.call("after", "lookup", {"key": "a"})
+        agent.answer("after")
+    finally:
+        agent.close()
+
+    hung = next(c for c in _calls(record) if c["params"]["arguments"].get("name") == "job")
+    cancelled = [m for m in _received(record) if m.get("method") == "notifications/cancelled"]
+    assert str(hung["id"]).startswith(FAST_ID) and cancelled[0]["params"]["requestId"] == hung["id"]
+    assert not any(isinstance(m, dict) and m.get("id") == "hung" for m in agent.seen)  # no answer after a cancel
+    assert steps[1].status == "FAILED" and steps[1].uncertain_outcome
+
+
+def test_downstream_logs_reach_the_agent_and_an_oversized_answer_is_not_relayed(tmp_path: Path):
+    agent, record = _start(tmp_path)
+    try:
+        agent.call("warm", "lookup", {"key": "w"})
+        agent.answer("warm")
+        agent.call("noisy", "noisy", {"name": "n"})
+        noisy = agent.answer("noisy")
+        agent.call("huge", "huge", {"kilobytes": 100})
+        huge = agent.answer("huge")
+        steps = _steps(3)
+    finally:
+        agent.close()
+
+    logged = [m for m in agent.seen if isinstance(m, dict) and m.get("method") == "notifications/message"]
+    assert logged and logged[0]["params"]["data"] == "working on n"
+    assert json.loads(noisy["result"]["content"][0]["text"]) == {"noisy": True}
+    assert (
+        huge["result"]["isError"] is True and "more than this proxy passes on" in huge["result"]["content"][0]["text"]
+    )
+    assert str(_calls(record)[-1]["id"]).startswith(FAST_ID)
+    assert [s.status for s in steps] == ["COMPLETED", "COMPLETED", "FAILED"]
+
+
+def test_a_read_the_quick_check_does_not_clear_is_refused_as_on_the_sdk_path(tmp_path: Path):
+    agent, record = _start(tmp_path)
+    try:
+        agent.call("warm", "lookup", {"key": "w"})
+        agent.answer("warm")
+        steps = _steps(1)
+        KillSwitch.objects.create(tenant_id=steps[0].saga.tenant_id, engaged_by="test", reason="stop everything")
+        agent.call("stopped", "lookup", {"key": "s"})
+        stopped = agent.answer("stopped")
+        agent.call("write", "create_item", {"name": "nope"})
+        refused = agent.answer("write")
+    finally:
+        agent.close()
+
+    for answer in (stopped, refused):
+        assert answer["result"]["isError"] is True
+        assert "did NOT run" in answer["result"]["content"][0]["text"]
+    assert [c["params"]["arguments"].get("key") for c in _calls(record)] == ["w"]  # nothing else was sent
