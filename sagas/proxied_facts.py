@@ -118,3 +118,13 @@ class CallOutcome(Facts):
     capture_outcome: Literal["found", "absent", "unmatched", "failed"] = "found"
     read_after: bool = False  # the capture tool was read again after the call: `post_state` is what it read
     post_state: Any = None
+
+
+class BehindRead(Facts):
+    """A read answered before its step was written (sagas.protocols.proxy.behind): its facts, arguments, the step id
+    it carried as idempotency key, and its outcome; several of one session are written in one transaction."""
+
+    call: CallFacts
+    arguments: dict[str, Any]
+    step_id: str
+    outcome: CallOutcome

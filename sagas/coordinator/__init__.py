@@ -30,7 +30,12 @@ from sagas.coordinator.execution.immediate_steps import saga_step_execute
 from sagas.coordinator.execution.node_attempts import node_execute
 from sagas.coordinator.nodes import node_plan, node_retry
 from sagas.coordinator.previews import saga_promote
-from sagas.coordinator.proxy.calls import proxy_call_begin, proxy_call_finish, proxy_session_open
+from sagas.coordinator.proxy.calls import (
+    proxy_call_begin,
+    proxy_call_finish,
+    proxy_reads_record,
+    proxy_session_open,
+)
 from sagas.coordinator.proxy.held_calls import proxy_call_client_decide, proxy_call_release, proxy_call_withdraw
 from sagas.coordinator.proxy.undo import UndoReport, proxy_session_undo
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
@@ -52,6 +57,7 @@ __all__ = [
     "proxy_call_finish",
     "proxy_call_release",
     "proxy_call_withdraw",
+    "proxy_reads_record",
     "proxy_session_open",
     "proxy_session_undo",
     "run_report",

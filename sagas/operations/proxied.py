@@ -18,7 +18,7 @@ from sagas import coordinator, selectors
 from sagas.operations.arguments import Args
 from sagas.operations.operation import READ, Hints, Operation
 from sagas.operations.schemas import Output
-from sagas.proxied_facts import CallFacts, CallOutcome, SessionFacts
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, SessionFacts
 
 R, X = Capability.READ, Capability.EXECUTE
 CALL = "The downstream tool's facts the proxy computed (sagas.proxied_facts.CallFacts): tool, definition, class, gate."
@@ -64,6 +64,14 @@ class CallFinishArgs(ProxyArgs):
     fence: int = Field(default=1, description="The fence token the call was begun under.")
 
 
+class ReadsRecordArgs(ProxyArgs):
+    saga_id: str = Field(description="The session's saga.")
+    reads: list[BehindRead] = Field(
+        description="Reads answered before their steps were written, in the order they were sent "
+        "(sagas.proxied_facts.BehindRead)."
+    )
+
+
 class HeldCallRef(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     node_id: str = Field(description="The held call (its node id).")
@@ -81,6 +89,7 @@ BEGUN = Output(
         "required": ["outcome", "saga_id"],
     },
 )
+READS = Output("ProxiedReadsRecorded", {"type": "object", "properties": {"begun": {"type": "array"}}})
 SESSION = Output("ProxySession", {"type": "object", "properties": {"saga_id": {"type": "string"}}})
 STEP = Output("ProxiedCallStep", {"type": "object", "properties": {"step_id": {"type": "string"}}})
 DECISION = Output("HeldCallDecision", {"type": "object", "properties": {"decision": {"type": "string"}}})
@@ -120,6 +129,11 @@ def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
     return {"step_id": str(step.id), "status": step.status}
 
 
+def reads_record(actor: Principal, a: ReadsRecordArgs) -> dict[str, Any]:
+    begun = coordinator.proxy_reads_record(actor=actor, saga_id=a.saga_id, reads=a.reads)
+    return {"begun": [dataclasses.asdict(b) for b in begun]}
+
+
 def client_decision(actor: Principal, a: ClientDecisionArgs) -> dict[str, Any]:
     node = coordinator.proxy_call_client_decide(actor=actor, saga_id=a.saga_id, node_id=a.node_id, approved=a.approved)
     return {"node_id": str(node.id), "status": node.status}
@@ -142,6 +156,7 @@ PROXY_OPERATIONS: list[Operation[Any]] = [
     _surface_less("proxy_call_release", HeldCallArgs, call_release, X, BEGUN, "Start an approved held call"),
     _surface_less("proxy_call_withdraw", WithdrawArgs, call_withdraw, X, BEGUN, "Journal a held call not sent"),
     _surface_less("proxy_call_finish", CallFinishArgs, call_finish, X, STEP, "Record a forwarded call's outcome"),
+    _surface_less("proxy_reads_record", ReadsRecordArgs, reads_record, X, READS, "Journal reads behind answers"),
     _surface_less("proxy_call_decision", HeldCallRef, call_decision, R, DECISION, "Read a held call's decision"),
     _surface_less(
         "proxy_call_client_decision", ClientDecisionArgs, client_decision, X, NODE, "Record the client's answer"

@@ -49,7 +49,7 @@ from sagas.coordinator.sagas import begin
 from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
-from sagas.proxied_facts import CallFacts, CallOutcome, SessionFacts
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, SessionFacts
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
@@ -91,7 +91,33 @@ def proxy_call_begin(
     return begun
 
 
-def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any], named: dict[str, Any]) -> Begun:
+def proxy_reads_record(*, actor: Principal, saga_id: object, reads: list[BehindRead]) -> list[Begun]:
+    """Journal reads answered before their steps were written (sagas.protocols.proxy.behind), in one transaction:
+    each is begun as `proxy_call_begin` begins it under its own step id, and, when forwarded, finished as
+    `proxy_call_finish` records it; the same rows and audit events as one begin and one finish per read, in order.
+
+    Errors: PROXY_SESSION_NOT_ACTIVE (then none is written), as proxy_call_begin."""
+    authorize(actor, EXECUTE, "execute")
+    begun: list[Begun] = []
+    with locked_saga(saga_id, actor) as tx:
+        _require_live_session(tx)
+        for read in reads:
+            made: list[Step] = []
+            named = {"id": _uuid(read.step_id)}
+            begun.append(_decide(tx, snapshot(read.call), read.call, read.arguments, named, made))
+            for step in made:  # forwarded: the outcome it had, under the fence it was begun with
+                _record(tx, step, read.outcome)
+    return begun
+
+
+def _decide(
+    tx: Tx,
+    pinned: Pinned,
+    call: CallFacts,
+    arguments: dict[str, Any],
+    named: dict[str, Any],
+    made: list[Step] | None = None,
+) -> Begun:
     told, audit = call.gate_facts(), call.audit_facts()
     # A read journaled behind its answer (`named`: its step id chosen before sending) was checked against the kill
     # switch before it was sent; a switch engaged since stops the calls after it, and this step says what happened.
@@ -116,6 +142,8 @@ def _decide(tx: Tx, pinned: Pinned, call: CallFacts, arguments: dict[str, Any], 
     lease = {"lease_owner": worker_id(), "lease_expires_at": lease_deadline(), **named}
     step = new_step(tx, pinned, arguments, None, 1, **lease)
     tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
+    if made is not None:
+        made.append(step)
     return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
 
 

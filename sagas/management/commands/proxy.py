@@ -62,17 +62,16 @@ class Command(BaseCommand):
 
     @staticmethod
     async def _serve(proxy: Proxy, principal: Principal) -> None:
-        async with proxy.running(), anyio.create_task_group() as calls:
+        async with proxy.running():
             path = proxy.call_path
-            use_fast = settings.SAGA_PROXY_FAST_PATH and isinstance(path, DurableCallPath)
-            fast = FastCalls(proxy.server, path, principal, calls) if isinstance(path, DurableCallPath) else None
+            fast = FastCalls(proxy.server, path, principal) if isinstance(path, DurableCallPath) else None
             try:
-                async with stdio_front(fast if use_fast else None) as ((read_stream, write_stream), _front):
-                    await proxy.server.run(read_stream, write_stream, proxy.server.create_initialization_options())
+                async with stdio_front(fast if settings.SAGA_PROXY_FAST_PATH else None) as ((reads, writes), _):
+                    await proxy.server.run(reads, writes, proxy.server.create_initialization_options())
             finally:
-                calls.cancel_scope.cancel()  # the agent is gone: its calls still out are recorded as lost
-                if fast is not None:
-                    fast.close()
+                if fast is not None:  # the agent is gone: its fast calls still out are recorded as lost
+                    with anyio.CancelScope(shield=True):
+                        await fast.aclose()
 
 
 # How long a stopping proxy may take to shut down before it exits anyway: its shutdown (the reads' journal lines

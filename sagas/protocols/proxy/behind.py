@@ -39,7 +39,7 @@ from governance.policy import engine as governance_policy
 from sagas.models import Saga
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.proxied_facts import CallFacts, CallOutcome
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome
 from sagas.states import SagaStatus
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -138,41 +138,36 @@ class ReadLine:
     started: float
     finished: float
 
-    def write(self) -> None:
-        """`proxy_call_begin` and `proxy_call_finish` of the read, as a write-ahead read records them (on the
-        write-behind thread)."""
-        begun = invoke(
-            OPERATIONS["proxy_call_begin"],
-            self.principal,
-            {
-                "saga_id": self.saga_id,
-                "call": self.call,
-                "arguments": self.arguments,
-                "step_id": uuid.UUID(self.step_id),
-            },
-        )
-        if begun["outcome"] != "forward":
-            logger.warning(
-                "read %s on %s was sent and answered after its session's check, but its journal line was refused "
-                "(%s): the step says %s",
-                self.call.tool,
-                self.call.server,
-                begun.get("code") or begun.get("reason"),
-                begun["outcome"],
-            )
-            return
+    @property
+    def batch_key(self) -> tuple[str, str, str]:
+        """Lines of one session (and principal) are written together (sagas.protocols.proxy.journal.WriteBehind)."""
+        return (self.principal.tenant_id, self.principal.principal_id, self.saga_id)
+
+    def __call__(self) -> None:
+        self.write_batch([self])
+
+    @staticmethod
+    def write_batch(lines: list[ReadLine]) -> None:
+        """The reads' steps, begun and finished as a write-ahead read records them, in one transaction
+        (`proxy_reads_record`; on the write-behind thread). All lines share a batch_key."""
+        first = lines[0]
+        reads = [line.behind_read() for line in lines]
+        answer = invoke(OPERATIONS["proxy_reads_record"], first.principal, {"saga_id": first.saga_id, "reads": reads})
+        for line, begun in zip(lines, answer["begun"], strict=True):
+            if begun["outcome"] != "forward":
+                logger.warning(
+                    "read %s on %s was sent and answered after its session's check, but its journal line was refused "
+                    "(%s): the step says %s",
+                    line.call.tool,
+                    line.call.server,
+                    begun.get("code") or begun.get("reason"),
+                    begun["outcome"],
+                )
+
+    def behind_read(self) -> BehindRead:
         duration_ms = round((self.finished - self.started) * 1000, 3)
         outcome = CallOutcome.model_validate({**self.outcome, "duration_ms": duration_ms})
-        invoke(
-            OPERATIONS["proxy_call_finish"],
-            self.principal,
-            {
-                "saga_id": begun["saga_id"],
-                "step_id": begun["step_id"],
-                "fence": int(begun["fence"]),
-                "outcome": outcome,
-            },
-        )
+        return BehindRead(call=self.call, arguments=self.arguments, step_id=self.step_id, outcome=outcome)
 
 
 def now() -> float:

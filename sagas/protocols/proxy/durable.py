@@ -30,7 +30,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp.tasks.negotiation import requested
 from sagas.protocols.mcp.tasks.service import TaskService
-from sagas.protocols.proxy.behind import ReadLine, may_read_now, now
+from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now
 from sagas.protocols.proxy.calls import (
     PROXY_META_KEY,
     ClientIdentity,
@@ -83,6 +83,7 @@ class DurableCallPath:
         self.sessions: dict[str, Session] = {}
         self.journal = Journal()
         self.behind = WriteBehind()  # reads' journal lines, written after their answers
+        self.quick = QuickReadCheck()  # whether a read may go now, asked on the event loop
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
         downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog, downstreams.first_catalog))
@@ -126,7 +127,9 @@ class DurableCallPath:
     async def _begin(self, request: ProxiedCall, facts: CallFacts) -> dict[str, Any]:
         """proxy_call_begin in the client's session. A stateless client's session that an operator ended (committed
         or rolled back) is not its session any more: the call opens a new one."""
-        session = await self._session(request.principal, request.client)
+        session = self.known_session(request.principal, request.client) or await self._session(
+            request.principal, request.client
+        )
         arguments = request.arguments
         try:
             return await self._op(
@@ -150,9 +153,9 @@ class DurableCallPath:
     async def _read_behind(self, request: ProxiedCall, facts: CallFacts) -> types.CallToolResult | None:
         """Check that the read would be forwarded now, forward it and have its step written behind the answer;
         None when the check does not clear it (the write-ahead path then decides and journals it)."""
-        session = await self._session(request.principal, request.client)
-        check = functools.partial(may_read_now, request.principal.tenant_id, session.saga_id)
-        if not await self.journal.run(check):
+        principal, client = request.principal, request.client
+        session = self.known_session(principal, client) or await self._session(principal, client)
+        if not await self.read_cleared(principal.tenant_id, session.saga_id):
             return None
 
         step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
@@ -160,9 +163,19 @@ class DurableCallPath:
         async def record(started: float, outcome: dict[str, Any]) -> None:
             principal, arguments = request.principal, request.arguments
             line = ReadLine(principal, session.saga_id, step_id, facts, arguments, outcome, started, now())
-            self.behind.submit(line.write)
+            self.behind.submit(line)
 
         return await self.forwarder.forward(request, {"step_id": step_id}, record)
+
+    async def read_cleared(self, tenant_id: str, saga_id: str) -> bool:
+        """`may_read_now`: by one statement on the quick check's own connection, else on a journal thread (then
+        the quick connection is opened, or opened again after a failure, for the next reads)."""
+        cleared = self.quick(tenant_id, saga_id)
+        if cleared is None:
+            cleared = await self.journal.run(functools.partial(may_read_now, tenant_id, saga_id))
+            if self.quick.due():
+                await self.journal.run(self.quick.open)
+        return cleared
 
     def _forget(self, session: Session) -> None:
         for key in [key for key, kept in self.sessions.items() if kept is session]:
@@ -230,11 +243,18 @@ class DurableCallPath:
 
     # --- sessions -------------------------------------------------------------------------------------------------
 
+    def known_session(self, principal: Principal, client: ClientIdentity) -> Session | None:
+        """The session of a 2025-11-25 connection this process has already opened, without taking the lock (the
+        fast path's common case); None when `_session` must decide."""
+        if client.stateless:
+            return None
+        session = self.sessions.get(_session_key(principal, client))
+        if session is not None:
+            session.last_used = time.monotonic()
+        return session
+
     async def _session(self, principal: Principal, client: ClientIdentity) -> Session:
-        # Keyed by tenant and principal too: a session is never found for anyone but who opened it (stateless
-        # clients of two tenants with the same principal and client name included).
-        owner = f"{principal.tenant_id}|{principal.principal_id}"
-        key = f"{owner}|{client.client_name or ''}" if client.stateless else f"{owner}|{client.key}"
+        key = _session_key(principal, client)
         async with self._opening:
             session = self.sessions.get(key)
             now = time.monotonic()
@@ -410,6 +430,14 @@ class DurableCallPath:
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self.behind.close)  # the reads' journal lines still queued are written first
         await anyio.to_thread.run_sync(self.journal.close)
+        self.quick.close()
+
+
+def _session_key(principal: Principal, client: ClientIdentity) -> str:
+    # Keyed by tenant and principal too: a session is never found for anyone but who opened it (stateless clients of
+    # two tenants with the same principal and client name included).
+    owner = f"{principal.tenant_id}|{principal.principal_id}"
+    return f"{owner}|{client.client_name or ''}" if client.stateless else f"{owner}|{client.key}"
 
 
 def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:

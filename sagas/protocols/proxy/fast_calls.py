@@ -15,12 +15,12 @@ offers each line here first. A line is taken only when all of this holds, else i
   a non-read the listing is younger than SAGA_PROXY_RELIST_SECONDS), its gate is `allow`, and its pack declares no
   capture read and no read after (those calls take the SDK path with their reads).
 
-Then a read is checked (`may_read_now`, one statement on a connection of its own: QuickReadCheck), forwarded and
-journaled behind its answer, as on the SDK path; any other call is journaled ahead (`proxy_call_begin`, durable
-before it is sent), forwarded with its step id as idempotency key, and its outcome (`proxy_call_finish`) written
-just after the answer went out, on the write-behind thread, before the session's next call is journaled (a crash in
-that moment leaves the step EXECUTING, and the recovery sweep records its outcome as unknown, as for a crash while
-the call was out). What the journal, the gate and the policy see is what they see for
+Then a read is checked (`may_read_now`, by one statement on a connection of its own: DurableCallPath.read_cleared),
+forwarded and journaled behind its answer, as on the SDK path; any other call is journaled ahead
+(`proxy_call_begin`, durable before it is sent), forwarded with its step id as idempotency key, and its outcome
+(`proxy_call_finish`) written just after the answer went out, on the write-behind thread, before the session's next
+call is journaled (a crash in that moment leaves the step EXECUTING, and the recovery sweep records its outcome as
+unknown, as for a crash while the call was out). What the journal, the gate and the policy see is what they see for
 the same call on the SDK path: the same facts, the same operations; what differs is that the downstream's result is
 relayed as it came, without being rebuilt. A begin that does not forward (refused, held, dry) is answered by the
 durable path's own code.
@@ -28,17 +28,16 @@ durable path's own code.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import mcp.types as types
-from anyio.abc import TaskGroup
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR
@@ -48,7 +47,7 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, READ, can
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now
+from sagas.protocols.proxy.behind import ReadLine, now
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
@@ -75,7 +74,8 @@ class PlainCall:
 
 @dataclass
 class _Flight:
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    task: asyncio.Task[None] | None = None
+    withdrawn: bool = False  # the agent cancelled it: no answer is sent
 
 
 @dataclass(frozen=True)
@@ -90,18 +90,13 @@ class _Decided:
 
 
 class FastCalls:
-    def __init__(self, server: ProxyServer, path: DurableCallPath, principal: Principal, group: TaskGroup) -> None:
+    def __init__(self, server: ProxyServer, path: DurableCallPath, principal: Principal) -> None:
         self.server = server
         self.path = path
         self.principal = principal
-        self.group = group
         self._flights: dict[Any, _Flight] = {}
         self._decided: dict[tuple[str, str, str, str], _Decided] = {}
         self._acts = can(principal, EXECUTE) and can(principal, READ) and not path.config.preview
-        self.quick = QuickReadCheck()
-
-    def close(self) -> None:
-        self.quick.close()
 
     # --- what the front asks -------------------------------------------------------------------------------------
 
@@ -118,15 +113,24 @@ class FastCalls:
         if taken is None:
             return False
         flight = self._flights[request_key(call.request_id)] = _Flight()
-        self.group.start_soon(self._answer, call, taken, flight, front)
+        # A task of its own (asyncio's, not a task group's: spawning one costs less than the call on this path).
+        flight.task = asyncio.get_running_loop().create_task(self._answer(call, taken, flight, front))
         return True
 
     def cancel(self, request_id: Any) -> bool:
         flight = self._flights.get(request_key(request_id))
-        if flight is None:
+        if flight is None or flight.task is None:
             return False
-        flight.scope.cancel()
+        flight.withdrawn = True
+        flight.task.cancel()
         return True
+
+    async def aclose(self) -> None:
+        """The agent is gone: its calls still out are cancelled (each records what became of it) and awaited."""
+        tasks = [flight.task for flight in self._flights.values() if flight.task is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     # --- deciding on the envelope --------------------------------------------------------------------------------
 
@@ -189,20 +193,20 @@ class FastCalls:
     ) -> None:
         request, facts = taken
         try:
-            with flight.scope:
-                answer = await self._respond(request, facts)
+            answer = await self._respond(request, facts)
+        except asyncio.CancelledError:
+            if flight.withdrawn:
+                return  # the agent withdrew it: no answer is sent (the journal recorded what became of it)
+            raise
         except Exception as error:  # a bug of ours: the agent gets an error, not silence
             logger.exception("the fast path could not answer %s", call.name)
             answer = MCPError(INTERNAL_ERROR, f"the proxy failed while answering this call ({type(error).__name__})")
         finally:
             self._flights.pop(request_key(call.request_id), None)
-        if flight.scope.cancelled_caught:
-            return  # the agent withdrew it: no answer is sent (the journal recorded what became of it)
         if answer is None:  # the read's quick check did not clear it: the SDK path decides and journals it
             await front.to_sdk(call_line(call))
             return
-        with anyio.CancelScope(shield=True):
-            await front.write(frame(call.request_id, answer))
+        await front.write(frame(call.request_id, answer))
 
     async def _respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
         path = self.path
@@ -225,14 +229,9 @@ class FastCalls:
     async def _read(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
         """As DurableCallPath._read_behind: checked, forwarded, journaled behind the answer."""
         path = self.path
-        session = await path._session(request.principal, request.client)
-        tenant = request.principal.tenant_id
-        cleared = self.quick(tenant, session.saga_id)
-        if cleared is None:  # no quick connection (yet, or it failed): on a journal thread, as the SDK path asks
-            cleared = await path.journal.run(functools.partial(may_read_now, tenant, session.saga_id))
-            if self.quick.due():
-                await path.journal.run(self.quick.open)
-        if not cleared:
+        principal, client = request.principal, request.client
+        session = path.known_session(principal, client) or await path._session(principal, client)
+        if not await path.read_cleared(principal.tenant_id, session.saga_id):
             return None
         step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
 
@@ -240,7 +239,7 @@ class FastCalls:
             line = ReadLine(
                 request.principal, session.saga_id, step_id, facts, request.arguments, outcome, started, now()
             )
-            path.behind.submit(line.write)
+            path.behind.submit(line)
 
         return await _protocol_errors(path.forwarder.forward_plain(request, {"step_id": step_id}, record))
 

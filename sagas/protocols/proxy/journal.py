@@ -119,6 +119,7 @@ class WriteBehind:
     QUIET_SECONDS = 0.005
     MAX_DELAY_SECONDS = 1.0
     MAX_BACKLOG = 100
+    MAX_BATCH = 50  # a session's queued reads written in one transaction (ReadLine.write_batch)
 
     def __init__(self) -> None:
         self._work: queue.SimpleQueue[_Behind | None] = queue.SimpleQueue()
@@ -181,9 +182,13 @@ class WriteBehind:
 
     def _serve(self) -> None:
         last_used = 0.0
+        carried: list[_Behind | None] = []  # taken from the queue while gathering a batch, not part of it
         try:
-            while (work := self._work.get()) is not None:
-                unit, loop, future, submitted, at_once = work
+            while True:
+                work = carried.pop() if carried else self._work.get()
+                if work is None:
+                    break
+                unit, loop, future, submitted, _ = work
                 if unit is None:  # a drained() marker: everything before it is written
                     with self._lock:
                         self._urgent -= 1
@@ -191,20 +196,44 @@ class WriteBehind:
                         loop.call_soon_threadsafe(_settle, future, None, None)
                     continue
                 self._wait_for_quiet(submitted + self.MAX_DELAY_SECONDS)
+                batch = self._batch(work, carried)
                 if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
                     _drop_unusable_connections()
                 try:
-                    unit()
+                    write_batch = getattr(unit, "write_batch", None)
+                    if len(batch) > 1 and write_batch is not None:
+                        write_batch([item[0] for item in batch])
+                    else:
+                        unit()
                     last_used = time.monotonic()
                 except BaseException:
-                    logger.exception("a journal line written behind its answer failed (the call was answered)")
+                    logger.exception(
+                        "%d line(s) written behind their answers failed (the calls were answered)", len(batch)
+                    )
                     last_used = 0.0
                 finally:
                     with self._lock:
-                        self._pending -= 1
-                        self._urgent -= at_once
+                        self._pending -= len(batch)
+                        self._urgent -= sum(item[4] for item in batch)
         finally:
             connections.close_all()
+
+    def _batch(self, first: _Behind, carried: list[_Behind | None]) -> list[_Behind]:
+        """`first` and the units queued right after it with the same `batch_key` (a session's reads: one
+        transaction for all), up to MAX_BATCH; the item that ended the batch, if one was taken, goes to `carried`
+        (it is the next one served)."""
+        key = getattr(first[0], "batch_key", None)
+        batch = [first]
+        while key is not None and len(batch) < self.MAX_BATCH:
+            try:
+                following = self._work.get_nowait()
+            except queue.Empty:
+                break
+            if following is None or following[0] is None or getattr(following[0], "batch_key", None) != key:
+                carried.append(following)
+                break
+            batch.append(following)
+        return batch
 
     def _wait_for_quiet(self, deadline: float) -> None:
         while not self._urgent and self._pending < self.MAX_BACKLOG:

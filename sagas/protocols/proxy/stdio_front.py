@@ -224,6 +224,10 @@ class _Drained(asyncio.Protocol):
         self._ready = asyncio.Event()
         self._ready.set()
 
+    @property
+    def paused(self) -> bool:
+        return not self._ready.is_set()
+
     def pause_writing(self) -> None:
         self._ready.clear()
 
@@ -246,7 +250,8 @@ class _PipeWriter:
         if self._transport.is_closing():
             raise anyio.BrokenResourceError("the agent closed its end of stdout")
         self._transport.write(data)  # whole, into the transport's buffer: lines never interleave
-        await self._protocol.drained()
+        if self._protocol.paused:
+            await self._protocol.drained()
 
     def close(self) -> None:
         self._transport.close()

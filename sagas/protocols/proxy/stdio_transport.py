@@ -10,12 +10,13 @@ proxy never leaks a server process.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
@@ -63,7 +64,7 @@ async def bounded_stdio_client(
     outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdin is not None
     if raw is not None:
-        raw.attach(process.stdin.send)
+        raw.attach(_plain_writer(process))
     async with anyio.create_task_group() as group:
         group.start_soon(_read, process, incoming_send, max_message_bytes, raw)
         group.start_soon(_write, process, outgoing_receive, incoming_send)
@@ -100,6 +101,25 @@ async def _read(
         finally:
             if raw is not None:
                 raw.detach("the server's output ended (it exited or closed its stdout) before it answered")
+
+
+def _plain_writer(process: Process) -> Any:
+    """How the fast path writes a line to the server: straight into the pipe's asyncio writer (the one the session's
+    writes go through too, so lines never interleave), waiting only when the pipe's buffer is full; anyio's `send`
+    yields to the event loop twice per line, which costs more than the write."""
+    assert process.stdin is not None
+    writer = getattr(process.stdin, "_stream", None)
+    if not isinstance(writer, asyncio.StreamWriter):
+        return process.stdin.send
+
+    async def send(data: bytes) -> None:
+        if writer.is_closing():
+            raise anyio.BrokenResourceError("the server's stdin is closed")
+        writer.write(data)
+        if writer.transport.get_write_buffer_size() > _CHUNK:
+            await writer.drain()
+
+    return send
 
 
 def _raw_answer(raw: RawChannel, line: bytes | Oversized, limit: int) -> RawAnswer | None:
