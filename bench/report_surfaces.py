@@ -73,6 +73,24 @@ def targets(extra: dict[str, Any]) -> list[Target]:
             )
         )
     out += added_targets(extra.get("proxy_added", {}))
+    out += http_added_targets(extra.get("proxy_read", {}))
+    return out
+
+
+def http_added_targets(samples: dict[str, dict[str, list[list[float]]]]) -> list[Target]:
+    """The milliseconds the HTTP proxy (/proxy/mcp) adds to a read over a direct HTTP call of the same downstream
+    (bench/proxy_surfaces.py: an SDK downstream), judged against issue 41's read figure."""
+    out: list[Target] = []
+    for name, sides in samples.items():
+        transport, database = name.split("/")
+        if transport != "http":
+            continue
+        direct, proxied = summarize(sides.get("direct", [])), summarize(sides.get("proxied", []))
+        pairs = list(zip(proxied.round_medians, direct.round_medians, strict=False))
+        added = sorted(p - d for p, d in pairs)[len(pairs) // 2] * 1000 if pairs else float("nan")
+        note = f"proxied {fmt(proxied.p50 * 1000, 'ms')} vs direct {fmt(direct.p50 * 1000, 'ms')} p50; issue 41"
+        label = f"HTTP proxy, journal {database}: added to a read (class read, gate allow), p50"
+        out.append(Target(label, added, "<=", ADDED_LIMIT_MS["read"], note, unit="ms"))
     return out
 
 

@@ -195,6 +195,9 @@ def test_the_proxys_added_milliseconds_are_the_median_of_per_round_differences_w
     tail = by_name["stdio proxy, journal sqlite: write p99 / p50 through the proxy"]
     assert tail.value > 2.0 and tail.verdict == "MISS" and tail.shown(tail.value).endswith("x")
     assert read.shown(read.value) == "1.000 ms"
+    http = report_surfaces.http_added_targets({"http/postgresql": {"direct": [[0.002]], "proxied": [[0.0035]]}})
+    assert [t.name for t in http] == ["HTTP proxy, journal postgresql: added to a read (class read, gate allow), p50"]
+    assert http[0].value == pytest.approx(1.5) and http[0].verdict == "MISS"
 
 
 def test_cli_verbs_are_judged_against_half_a_second_beside_the_bare_start():

@@ -22,7 +22,7 @@ from governance.identity.principal import local_principal
 from sagas.models import Node, Saga, Step
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.proxy import durable
+from sagas.protocols.proxy import client_sessions
 from sagas.protocols.proxy.calls import ClientIdentity
 from sagas.protocols.proxy.config import load_proxy_config
 from sagas.protocols.proxy.downstream import DownstreamManager
@@ -230,7 +230,7 @@ def test_a_stateless_client_idle_past_the_setting_gets_a_new_session(tmp_path: P
 
 
 def test_the_sessions_a_proxy_remembers_are_bounded(tmp_path: Path, demo_http: HttpDownstream, monkeypatch):
-    monkeypatch.setattr(durable, "SESSIONS_REMEMBERED", 2)
+    monkeypatch.setattr(client_sessions, "SESSIONS_REMEMBERED", 2)
     config = load_proxy_config(_config(tmp_path, demo_http))
     path = DurableCallPath(DownstreamManager(config), config)
     client = ClientIdentity(key="c1", session_id="s", protocol_version="2025-11-25", stateless=False)
@@ -239,7 +239,7 @@ def test_the_sessions_a_proxy_remembers_are_bounded(tmp_path: Path, demo_http: H
         for key in ("c1", "c2", "c3"):
             await path._session(OPERATOR, replace(client, key=key))
         await path.aclose()
-        return sorted(path.sessions)
+        return sorted(path.client_sessions.sessions)
 
     remembered = anyio.run(open_three)  # the least recently used is forgotten; its saga stays
     assert [key.rsplit("|", 1)[-1] for key in remembered] == ["c2", "c3"]

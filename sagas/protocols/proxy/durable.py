@@ -15,7 +15,6 @@ import functools
 import logging
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -32,13 +31,13 @@ from sagas.protocols.mcp.tasks.negotiation import requested
 from sagas.protocols.mcp.tasks.service import TaskService
 from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now
 from sagas.protocols.proxy.calls import (
-    PROXY_META_KEY,
     ClientIdentity,
     ProxiedCall,
     ProxiedRead,
     ReadAnswer,
     refused_result,
 )
+from sagas.protocols.proxy.client_sessions import ClientSessions, Session
 from sagas.protocols.proxy.downstream import (
     DownstreamManager,
 )
@@ -56,23 +55,15 @@ from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 from sagas.protocols.proxy.trust import ToolTrust, listening, trust_modes
-from sagas.proxied_facts import Approvers, CallFacts, ClientInfo, HeldAs, SessionFacts
+from sagas.protocols.proxy.unsent_answers import carried_out_elsewhere, dry_result, refusal
+from sagas.proxied_facts import Approvers, CallFacts, HeldAs, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
-# Client sessions one proxy process keeps in memory: far more than its live connections; a forgotten one's next
-# call opens a new session saga.
-SESSIONS_REMEMBERED = 10_000
 # How often a held call asks whether it was decided (one indexed read; an approval is carried out within it), and
 # how often it tells the client it is still waiting (a progress notification, the first one at once).
 HOLD_POLL_SECONDS = 0.2
 HOLD_PROGRESS_SECONDS = 2.0
-
-
-@dataclass
-class Session:
-    saga_id: str
-    last_used: float = field(default_factory=time.monotonic)
 
 
 class DurableCallPath:
@@ -80,16 +71,15 @@ class DurableCallPath:
         self.downstreams = downstreams
         self.config = config
         self.packs = config.packs.in_force(capture_enabled=config.capture)
-        self.sessions: dict[str, Session] = {}
+        self.client_sessions = ClientSessions(self._open_session, str(config.path))
         self.journal = Journal()
         self.behind = WriteBehind()  # reads' journal lines, written after their answers
         self.quick = QuickReadCheck()  # whether a read may go now, asked on the event loop
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
         downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog, downstreams.first_catalog))
-        self._opening = anyio.Lock()
         # A held call of a client that negotiated MCP tasks is answered with a task (sagas.protocols.proxy.held_tasks).
-        self.held_tasks = HeldCallTasks(self, _refusal)
+        self.held_tasks = HeldCallTasks(self, refusal)
         self.forwarder = Forwarder(downstreams, self.trust.pack_entry, config.max_result_bytes, self._op)
         self.tasks = TaskService({HELD_CALL: self.held_tasks})
 
@@ -138,7 +128,7 @@ class DurableCallPath:
         except ServiceError as refused:
             if refused.code != "PROXY_SESSION_NOT_ACTIVE" or not request.client.stateless:
                 raise
-        self._forget(session)
+        self.client_sessions.forget(session)
         session = await self._session(request.principal, request.client)
         return await self._op(
             "proxy_call_begin", request.principal, saga_id=session.saga_id, call=facts, arguments=arguments
@@ -177,20 +167,16 @@ class DurableCallPath:
                 await self.journal.run(self.quick.open)
         return cleared
 
-    def _forget(self, session: Session) -> None:
-        for key in [key for key, kept in self.sessions.items() if kept is session]:
-            del self.sessions[key]
-
     async def _after_begin(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
         if begun["outcome"] == "held":
             begun = await self._hold(request, facts, begun)
         if begun["outcome"] == "forward":
             return await self._forward(request, begun)
         if begun["outcome"] == "dry":
-            return _dry_result(request, facts, begun)
+            return dry_result(request, facts, begun)
         if begun["outcome"] == "closed":
-            return _carried_out_elsewhere(request, begun)
-        return _refusal(request, begun)
+            return carried_out_elsewhere(request, begun)
+        return refusal(request, begun)
 
     async def read(self, request: ProxiedRead[ReadAnswer]) -> ReadAnswer:
         """A resources/read or prompts/get: a step of class read in the session (sagas.protocols.proxy.reads)."""
@@ -244,42 +230,14 @@ class DurableCallPath:
     # --- sessions -------------------------------------------------------------------------------------------------
 
     def known_session(self, principal: Principal, client: ClientIdentity) -> Session | None:
-        """The session of a 2025-11-25 connection this process has already opened, without taking the lock (the
-        fast path's common case); None when `_session` must decide."""
-        if client.stateless:
-            return None
-        session = self.sessions.get(_session_key(principal, client))
-        if session is not None:
-            session.last_used = time.monotonic()
-        return session
+        return self.client_sessions.known(principal, client)
 
     async def _session(self, principal: Principal, client: ClientIdentity) -> Session:
-        key = _session_key(principal, client)
-        async with self._opening:
-            session = self.sessions.get(key)
-            now = time.monotonic()
-            idle = float(settings.SAGA_PROXY_SESSION_IDLE_SECONDS)
-            if session is not None and not (client.stateless and now - session.last_used > idle):
-                session.last_used = now
-                return session
-            metadata = SessionFacts(
-                client=ClientInfo(name=client.client_name, version=client.client_version),
-                protocol_version=client.protocol_version,
-                era="2026-07-28" if client.stateless else "2025-11-25",
-                connection=key,
-                config=str(self.config.path),
-            )
-            opened = await self._op("proxy_session_open", principal, session=metadata, preview=self.config.preview)
-            session = self.sessions[key] = Session(str(opened["saga_id"]))
-            self._forget_oldest()
-            return session
+        return await self.client_sessions.get(principal, client)
 
-    def _forget_oldest(self) -> None:
-        """Bound the sessions this process remembers (their sagas stay): the least recently used go first."""
-        excess = len(self.sessions) - SESSIONS_REMEMBERED
-        if excess > 0:
-            for key in sorted(self.sessions, key=lambda k: self.sessions[k].last_used)[:excess]:
-                del self.sessions[key]
+    async def _open_session(self, principal: Principal, session: SessionFacts) -> str:
+        opened = await self._op("proxy_session_open", principal, session=session, preview=self.config.preview)
+        return str(opened["saga_id"])
 
     # --- facts ----------------------------------------------------------------------------------------------------
 
@@ -433,68 +391,6 @@ class DurableCallPath:
         self.quick.close()
 
 
-def _session_key(principal: Principal, client: ClientIdentity) -> str:
-    # Keyed by tenant and principal too: a session is never found for anyone but who opened it (stateless clients of
-    # two tenants with the same principal and client name included).
-    owner = f"{principal.tenant_id}|{principal.principal_id}"
-    return f"{owner}|{client.client_name or ''}" if client.stateless else f"{owner}|{client.key}"
-
-
 def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:
     """The call path factory for build_proxy."""
     return DurableCallPath(downstreams, config)
-
-
-def _meta(request: ProxiedCall, begun: dict[str, Any], outcome: str) -> dict[str, Any]:
-    return {
-        PROXY_META_KEY: {
-            "outcome": outcome,
-            **begun.get("facts", {}),
-            "code": begun.get("code", ""),
-            "step_id": begun.get("step_id", ""),
-            "saga_id": begun.get("saga_id", ""),
-        }
-    }
-
-
-def _refusal(request: ProxiedCall, begun: dict[str, Any]) -> types.CallToolResult:
-    facts = begun.get("facts", {})
-    why = str(begun.get("reason") or "it was refused").rstrip(".")
-    klass = f" (class {facts['class']}, gate {facts.get('gate')})" if facts.get("class") else ""
-    text = (
-        f"{request.exposed_name} did NOT run and was not sent{klass}: {why}. Do not retry it and do not work around "
-        "it with other tools or changed arguments; tell the user what you meant to do and why it was stopped, or "
-        "carry on with what you may do."
-    )
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=True, _meta=_meta(request, begun, "refused")
-    )
-
-
-def _dry_result(request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
-    text = (
-        f"PREVIEW: {request.exposed_name} was recorded, NOT executed (this session is a dry run). Outside preview it "
-        f"would have had class {facts.effect_class} and gate {facts.gate}: it {begun.get('reason', 'would run')}. "
-        "Nothing reached the world; keep planning as if it had worked, and do not rely on its result."
-    )
-    # A client checks a non-error answer against the tool's outputSchema, which a note cannot satisfy.
-    has_schema = request.definition.output_schema is not None
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=has_schema, _meta=_meta(request, begun, "dry")
-    )
-
-
-def _carried_out_elsewhere(request: ProxiedCall, decision: dict[str, Any]) -> types.CallToolResult:
-    """A request for a held call that an earlier request for it already carried out (a 2026-07-28 retry repeated):
-    what became of it, never a second send."""
-    if decision.get("step_status") == "REFUSED":
-        begun = {"code": decision.get("step_code", ""), "reason": decision.get("step_reason", "")}
-        return _refusal(request, begun)
-    text = (
-        f"{request.exposed_name} was already sent by an earlier request for the same held call (its step is "
-        f"{str(decision.get('step_status', '')).lower()}), and this request did not send it again. Do not call it "
-        "again; its answer went to that earlier request, and the session's ledger shows its outcome."
-    )
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], is_error=True, _meta=_meta(request, decision, "closed")
-    )
