@@ -13,7 +13,11 @@ Over stdio, JSON lines. Tools:
 - `bad_result(name)`: answers a result that is not a tools/call result (`content` a string);
 - `huge(kilobytes)`: answers that many KB of text;
 - `hang(name)`: never answers (until cancelled: it records the notifications/cancelled);
-- `slow(name)`: answers after 0.5 s.
+- `slow(name)`: answers after 0.5 s;
+- `lone_surrogate(name)`: answers text ending in half an emoji (a lone UTF-16 surrogate, as a careless encoder
+  writes it: valid JSON no UTF-8 text can carry);
+- `not_a_number(name)`: answers structuredContent `{"v": NaN}` (Python's json writes it; it is not JSON);
+- `bad_block(name)`: answers a text block without its text.
 """
 
 from __future__ import annotations
@@ -52,6 +56,9 @@ TOOLS = [
     _tool("huge", {"kilobytes": "integer"}),
     _tool("hang", {"name": "string"}),
     _tool("slow", {"name": "string"}),
+    _tool("lone_surrogate", {"name": "string"}),
+    _tool("not_a_number", {"name": "string"}),
+    _tool("bad_block", {"name": "string"}),
 ]
 _write_lock = threading.Lock()
 
@@ -92,6 +99,15 @@ def call(request_id: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": text("x" * (int(arguments["kilobytes"]) * 1024))})
     elif name == "slow":
         threading.Timer(0.5, send, [{"jsonrpc": "2.0", "id": request_id, "result": text({"slow": True})}]).start()
+    elif name == "lone_surrogate":
+        raw = '{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "cut \\ud83d"}]}}'
+        with _write_lock:
+            sys.stdout.write(raw % json.dumps(request_id) + "\n")
+            sys.stdout.flush()
+    elif name == "not_a_number":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {**text("nan"), "structuredContent": {"v": float("nan")}}})
+    elif name == "bad_block":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text"}]}})
     elif name != "hang":
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool {name!r}"}})
 

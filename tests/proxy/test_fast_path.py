@@ -230,3 +230,65 @@ def test_a_read_the_quick_check_does_not_clear_is_refused_as_on_the_sdk_path(tmp
         assert answer["result"]["isError"] is True
         assert "did NOT run" in answer["result"]["content"][0]["text"]
     assert [c["params"]["arguments"].get("key") for c in _calls(record)] == ["w"]  # nothing else was sent
+
+
+def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path: Path):
+    """An outside review's finds: a lone surrogate, NaN and a block without its text from the server; a lone
+    surrogate, NaN, deep nesting and the 2026-07-28 envelope from the agent."""
+    agent, record = _start(tmp_path)
+    try:
+        agent.call("warm", "lookup", {"key": "w"})
+        agent.answer("warm")
+        agent.call("cut", "lone_surrogate", {"name": "x"})
+        cut = agent.answer("cut")
+        agent.call("nan", "not_a_number", {"name": "x"})
+        nan = agent.answer("nan")
+        agent.call("block", "bad_block", {"name": "x"})
+        block = agent.answer("block")
+        agent.send(
+            b'{"jsonrpc":"2.0","id":"x\\ud800","method":"tools/call","params":{"name":"create_item","arguments":{"name":"s"}}}\n'
+        )
+        agent.send(
+            b'{"jsonrpc":"2.0","id":"nan-args","method":"tools/call","params":{"name":"lookup","arguments":{"key":NaN}}}\n'
+        )
+        agent.send(b'{"method":"tools/call","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n")
+        envelope = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+        agent.call("modern", "create_item", {"name": "m"}, _meta=envelope)
+        modern = agent.answer("modern")
+        agent.call("after", "lookup", {"key": "a"})  # the proxy is still there
+        after = agent.answer("after")
+        try:
+            steps = _steps(5)  # warm, cut, nan, block, after: nothing else ran
+        except AssertionError:
+            print(agent.stderr()[-5000:])
+            raise
+    finally:
+        agent.close()
+
+    # the half emoji: nothing relayed that the agent could not read, and its outcome is not claimed
+    assert cut["result"]["isError"] is True and "may or may not have acted" in cut["result"]["content"][0]["text"]
+    assert nan["result"]["structuredContent"] == {"v": None}  # NaN read as null, as the SDK path reads it
+    assert block["error"]["code"] == -32603
+    assert "error" in modern and "result" not in modern  # the SDK's refusal of a 2026-07-28 envelope
+    assert json.loads(after["result"]["content"][0]["text"])["key"] == "a"
+    sent = [c["params"]["arguments"] for c in _calls(record)]
+    assert {"name": "s"} not in sent and {"name": "m"} not in sent  # neither the surrogate id's call nor the envelope's
+    by_action = {s.action.split("@")[0].rsplit(".", 1)[-1]: s for s in steps}
+    assert by_action["lone_surrogate"].status == "FAILED" and by_action["lone_surrogate"].uncertain_outcome
+    assert by_action["not_a_number"].status == "COMPLETED" and by_action["bad_block"].status == "FAILED"
+
+
+def test_calls_out_when_the_agents_input_ends_are_answered_connection_closed(tmp_path: Path):
+    agent, record = _start(tmp_path)
+    agent.call("warm", "lookup", {"key": "w"})
+    agent.answer("warm")
+    agent.call("hung", "hang", {"name": "job"})
+    deadline = time.monotonic() + 30
+    while not any(c["params"]["arguments"].get("name") == "job" for c in _calls(record)):
+        assert time.monotonic() < deadline, "the call never reached the server"
+        time.sleep(0.05)
+    assert agent.close() == 0
+    closed = agent.answer("hung", timeout=10)
+    assert closed["error"]["code"] == -32000
+    steps = _steps(2)
+    assert steps[1].status == "FAILED" and steps[1].uncertain_outcome

@@ -48,6 +48,7 @@ from sagas.protocols.proxy.raw_channel import (
     not_a_result,
     plain_error,
     plain_result,
+    unreadable,
 )
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
 from sagas.protocols.proxy.result_cap import CappedBodies, too_large
@@ -372,6 +373,11 @@ class DownstreamConnection:
             except TimeoutError:
                 raise self._timed_out(timeout) from None
         if "error" in message:
+            if unreadable(message["error"]):
+                raise DownstreamLost(
+                    f'the MCP server "{self.spec.name}" answered with text that cannot be passed on (a lone UTF-16 '
+                    "surrogate), so what it did is not known"
+                )
             error = plain_error(message["error"])
             if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                 raise oversized

@@ -52,6 +52,7 @@ from sagas.protocols.proxy.elicited import (
 from sagas.protocols.proxy.forwarding import Forwarder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal, WriteBehind
+from sagas.protocols.proxy.raw_channel import text_of_json
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
 from sagas.protocols.proxy.trust import ToolTrust, listening, trust_modes
@@ -137,8 +138,11 @@ class DurableCallPath:
     # --- reads journaled behind their answers (sagas.protocols.proxy.behind) ------------------------------------
 
     def _behind(self, request: ProxiedCall, facts: CallFacts) -> bool:
-        """Whether the call may take the write-behind path: class read, gate allow, no capture read declared."""
-        return facts.effect_class == "read" and facts.gate == "allow" and "capture" not in facts.inverse
+        """Whether the call may take the write-behind path: class read, gate allow, no capture read declared, and
+        arguments the journal can store (no NaN or Infinity: such a read is journaled ahead, where the journal's
+        refusal stops it before it is sent, rather than sent and then missing from the ledger)."""
+        plain = facts.effect_class == "read" and facts.gate == "allow" and "capture" not in facts.inverse
+        return plain and text_of_json(request.arguments) is not None
 
     async def _read_behind(self, request: ProxiedCall, facts: CallFacts) -> types.CallToolResult | None:
         """Check that the read would be forwarded now, forward it and have its step written behind the answer;

@@ -29,6 +29,7 @@ durable path's own code.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -40,7 +41,7 @@ from typing import Any
 import mcp.types as types
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INTERNAL_ERROR
+from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
@@ -52,8 +53,9 @@ from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_res
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.elicited import can_ask
+from sagas.protocols.proxy.raw_channel import strict_loads
 from sagas.protocols.proxy.relay import ConnectionRelay
-from sagas.protocols.proxy.server import ProxyServer, forwarded_meta
+from sagas.protocols.proxy.server import ENVELOPE_PREFIX, ProxyServer, forwarded_meta
 from sagas.protocols.proxy.stdio_front import StdioFront, request_key
 from sagas.proxied_facts import CallFacts, CallOutcome
 
@@ -104,8 +106,8 @@ class FastCalls:
         if _TOOLS_CALL not in line or not self._acts:
             return False
         try:
-            call = plain_call(json.loads(line))
-        except ValueError:
+            call = plain_call(strict_loads(line))
+        except ValueError:  # not JSON the SDK reads the same: its path answers it
             return False
         if call is None or busy(call.request_id) or request_key(call.request_id) in self._flights:
             return False
@@ -125,12 +127,20 @@ class FastCalls:
         flight.task.cancel()
         return True
 
-    async def aclose(self) -> None:
-        """The agent is gone: its calls still out are cancelled (each records what became of it) and awaited."""
-        tasks = [flight.task for flight in self._flights.values() if flight.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    async def aclose(self, front: StdioFront | None = None) -> None:
+        """The agent's input ended: its calls still out are cancelled (each records what became of it), awaited,
+        and answered as the SDK answers its own then (CONNECTION_CLOSED), for an agent still reading."""
+        flights = {key: flight for key, flight in self._flights.items() if flight.task is not None}
+        for flight in flights.values():
+            flight.withdrawn = True  # no answer of their own: the one below
+            assert flight.task is not None
+            flight.task.cancel()
+        await asyncio.gather(*(flight.task for flight in flights.values() if flight.task), return_exceptions=True)
+        if front is not None:
+            closed = MCPError(CONNECTION_CLOSED, "Connection closed")
+            for _kind, request_id in flights:
+                with contextlib.suppress(Exception):  # the agent may have stopped reading too
+                    await front.write(frame(request_id, closed))
 
     # --- deciding on the envelope --------------------------------------------------------------------------------
 
@@ -206,7 +216,7 @@ class FastCalls:
         if answer is None:  # the read's quick check did not clear it: the SDK path decides and journals it
             await front.to_sdk(call_line(call))
             return
-        await front.write(frame(call.request_id, answer))
+        await front.write(framed(call, answer))
 
     async def _respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
         path = self.path
@@ -281,6 +291,8 @@ def plain_call(message: Any) -> PlainCall | None:
         arguments = {}
     if not isinstance(arguments, dict) or not isinstance(meta, dict) or "progressToken" in meta:
         return None
+    if any(key.startswith(ENVELOPE_PREFIX) for key in meta):  # the 2026-07-28 envelope: the SDK judges it
+        return None
     return PlainCall(request_id, name, arguments, meta)
 
 
@@ -290,6 +302,16 @@ def call_line(call: PlainCall) -> bytes:
         params["_meta"] = call.meta
     message = {"jsonrpc": "2.0", "id": call.request_id, "method": "tools/call", "params": params}
     return json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n"
+
+
+def framed(call: PlainCall, answer: Answer) -> bytes:
+    """The answer's line; one that cannot be written as JSON text becomes the proxy's error (never silence)."""
+    try:
+        return frame(call.request_id, answer)
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        logger.exception("the fast path's answer to %s could not be written as JSON", call.name)
+        failed = MCPError(INTERNAL_ERROR, "the proxy could not write this call's answer as JSON text")
+        return frame(call.request_id, failed)
 
 
 def frame(request_id: str | int, answer: Answer) -> bytes:
@@ -304,4 +326,4 @@ def frame(request_id: str | int, answer: Answer) -> bytes:
         message["result"] = answer.model_dump(by_alias=True, exclude_none=True, mode="json")
     else:
         message["result"] = answer
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"

@@ -173,7 +173,8 @@ class Forwarder:
             await record(started, {**outcome, "kind": "lost", "reason": GONE_WHILE_OUT})
             raise
         except MCPError as error:
-            reason = f"the server answered with a protocol error: {error}"
+            # Scrubbed like an answer: a server may echo the secret it was started with in its error text.
+            reason = str(self.downstreams.scrub(request.server, f"the server answered with a protocol error: {error}"))
             await record(started, {**outcome, "kind": "answered", "is_error": True, "reason": reason})
             raise
 

@@ -90,6 +90,27 @@ class Journal:
             connections.close_all()
 
 
+def _write(batch: list[_Behind]) -> bool:
+    """Write the batch's units, together when they can be (`write_batch`); when that fails, one by one, so one bad
+    line does not take the others with it. False when any failed (it is logged: its call stays answered)."""
+    units = [item[0] for item in batch if item[0] is not None]
+    write_batch = getattr(units[0], "write_batch", None)
+    if len(units) > 1 and write_batch is not None:
+        try:
+            write_batch(units)
+            return True
+        except Exception:
+            logger.warning("%d lines written together failed; writing them one by one", len(units), exc_info=True)
+    written = True
+    for unit in units:
+        try:
+            unit()
+        except Exception:
+            logger.exception("a line written behind its answer failed (the call was answered)")
+            written = False
+    return written
+
+
 def _drop_unusable_connections() -> None:
     for connection in connections.all(initialized_only=True):
         if connection.connection is not None and not connection.is_usable():
@@ -200,17 +221,7 @@ class WriteBehind:
                 if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
                     _drop_unusable_connections()
                 try:
-                    write_batch = getattr(unit, "write_batch", None)
-                    if len(batch) > 1 and write_batch is not None:
-                        write_batch([item[0] for item in batch])
-                    else:
-                        unit()
-                    last_used = time.monotonic()
-                except BaseException:
-                    logger.exception(
-                        "%d line(s) written behind their answers failed (the calls were answered)", len(batch)
-                    )
-                    last_used = 0.0
+                    last_used = time.monotonic() if _write(batch) else 0.0
                 finally:
                     with self._lock:
                         self._pending -= len(batch)

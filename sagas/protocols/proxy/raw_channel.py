@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,11 @@ from pydantic import ValidationError
 
 ID_PREFIX = "saga-fast-"
 _MARK = b'"' + ID_PREFIX.encode()
+# A \uD800-\uDFFF escape: a lone one is valid JSON that no UTF-8 text can carry (the SDK refuses it).
+_MAY_HOLD_SURROGATES = re.compile(rb"\\u[dD][89abAB]|\\u[dD][c-fC-F]")
+# An answer the channel could not pass on: its error's data carries this key, and the call's outcome is unknown.
+UNREADABLE = "io.semantic-saga/unreadable"
+UNREADABLE_TEXT = "the server's answer holds text that cannot be passed on (a lone UTF-16 surrogate)"
 
 Send = Callable[[bytes], Awaitable[None]]
 
@@ -83,13 +89,15 @@ class RawChannel:
 
     def answer_of(self, line: bytes | dict[str, Any]) -> RawAnswer | None:
         """The answer to one of this channel's calls that `line` is (a raw line, or an answer the transport
-        synthesized), else None. Cheap for every other line: one substring search."""
+        synthesized), else None. Cheap for every other line: one substring search. NaN and Infinity read as null
+        (as the session reads them); an answer whose text cannot be passed on (a lone UTF-16 surrogate) becomes an
+        unreadable answer (`UNREADABLE`): the call's outcome is then unknown."""
         if isinstance(line, bytes):
             if _MARK not in line:
                 return None
             try:
-                message = json.loads(line)
-            except ValueError:
+                message = json.loads(line, parse_constant=_as_null)
+            except (ValueError, RecursionError):
                 return None
         else:
             message = line
@@ -98,6 +106,11 @@ class RawChannel:
         key = message.get("id")
         if not isinstance(key, str) or key not in self._waiting:
             return None
+        if isinstance(line, bytes) and _MAY_HOLD_SURROGATES.search(line) and not text_of_json(message):
+            message = {
+                "id": key,
+                "error": {"code": INTERNAL_ERROR, "message": UNREADABLE_TEXT, "data": {UNREADABLE: 1}},
+            }
         return RawAnswer(self, key, message)
 
     def deliver(self, key: str, message: dict[str, Any]) -> None:
@@ -112,11 +125,11 @@ class RawChannel:
         if send is None:
             raise ChannelClosed("the server is not running")
         key = f"{ID_PREFIX}{next(self._ids)}"
+        line = _line({"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": params})
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[key] = future
-        frame = {"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": params}
         try:
-            await send(_line(frame))
+            await send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as gone:
             self._waiting.pop(key, None)
             raise ChannelClosed(f"its input is closed ({type(gone).__name__})") from None
@@ -145,6 +158,35 @@ def _expire(future: asyncio.Future[dict[str, Any]]) -> None:
         future.set_exception(TimeoutError())
 
 
+def _as_null(constant: str) -> None:
+    return None
+
+
+def text_of_json(value: Any) -> bytes | None:
+    """`value` written as UTF-8 JSON text, or None when it cannot be (a lone surrogate, or nested past what the
+    interpreter walks)."""
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (UnicodeEncodeError, ValueError, RecursionError):
+        return None
+
+
+def strict_loads(line: bytes) -> Any:
+    """The JSON value of an agent's line if the SDK would read it the same (no NaN or Infinity, no lone surrogate,
+    not nested past what the interpreter walks); ValueError otherwise, and the line takes the SDK's path."""
+    try:
+        value = json.loads(line, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+    if _MAY_HOLD_SURROGATES.search(line) and text_of_json(value) is None:
+        raise ValueError("a lone surrogate")
+    return value
+
+
+def _refuse_constant(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n"
 
@@ -163,11 +205,16 @@ def plain_result(result: Any) -> dict[str, Any]:
         checked: dict[str, Any] = result
         return checked
     try:
-        model = types.CallToolResult.model_validate(result, by_name=False)
+        types.CallToolResult.model_validate(result, by_name=False)
     except ValidationError as invalid:
         raise not_a_result("tools/call", invalid) from None
-    dumped: dict[str, Any] = model.model_dump(by_alias=True, exclude_none=True, mode="json")
-    return dumped
+    valid: dict[str, Any] = result  # passed on as the server sent it, as a plain one is
+    return valid
+
+
+def unreadable(error: Any) -> bool:
+    """Whether an error answer is the channel's own for an answer it could not pass on (answer_of)."""
+    return isinstance(error, dict) and isinstance(error.get("data"), dict) and UNREADABLE in error["data"]
 
 
 def not_a_result(method: str, invalid: ValidationError) -> MCPError:
@@ -178,10 +225,26 @@ def not_a_result(method: str, invalid: ValidationError) -> MCPError:
 
 
 def _plainly_a_result(result: Any) -> bool:
+    """The shapes the session's CallToolResult accepts, checked without building it (anything else is built)."""
     if not isinstance(result, dict) or not isinstance(content := result.get("content"), list):
         return False
-    if not all(isinstance(item, dict) and isinstance(item.get("type"), str) for item in content):
+    if not all(isinstance(item, dict) and _plain_block(item) for item in content):
         return False
     if not isinstance(result.get("isError", False), bool):
         return False
     return all(isinstance(result.get(key, {}), dict) for key in ("structuredContent", "_meta"))
+
+
+# What each content block type must carry, as strings (mcp_types' TextContent, ImageContent, ...).
+_BLOCK_FIELDS: dict[str, tuple[str, ...]] = {
+    "text": ("text",),
+    "image": ("data", "mimeType"),
+    "audio": ("data", "mimeType"),
+    "resource_link": ("uri", "name"),
+}
+
+
+def _plain_block(item: dict[str, Any]) -> bool:
+    kind = item.get("type")  # an embedded "resource" (its contents' shapes) is left to the model
+    fields = _BLOCK_FIELDS.get(kind) if isinstance(kind, str) else None
+    return fields is not None and all(isinstance(item.get(name), str) for name in fields)

@@ -55,7 +55,7 @@ NAMES_SHOWN = 50
 _CLIENT_KEY = "semantic-saga.proxy.client_key"
 # The request _meta keys that belong to the client's own connection, not to the downstream call.
 _OWN_META = ("progressToken",)
-_ENVELOPE_PREFIX = "io.modelcontextprotocol/"
+ENVELOPE_PREFIX = "io.modelcontextprotocol/"
 
 _LIST_CHANGED: dict[str, tuple[str, ServerEvent]] = {
     "tools": ("notifications/tools/list_changed", ToolsListChanged()),
@@ -347,7 +347,7 @@ def forwarded_meta(meta: Any) -> dict[str, Any]:
     if not meta:
         return {}
     plain = dict(meta) if not hasattr(meta, "model_dump") else meta.model_dump(by_alias=True, exclude_none=True)
-    return {key: value for key, value in plain.items() if key not in _OWN_META and not key.startswith(_ENVELOPE_PREFIX)}
+    return {key: value for key, value in plain.items() if key not in _OWN_META and not key.startswith(ENVELOPE_PREFIX)}
 
 
 def _unknown(kind: str, name: str, available: list[str], listing: str) -> MCPError:

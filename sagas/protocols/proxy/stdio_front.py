@@ -118,7 +118,7 @@ def _cancels_fast(line: bytes, fast: FastFront) -> bool:
     try:
         message = json.loads(line)
         return bool(fast.cancel(message["params"]["requestId"]))
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, RecursionError):
         return False
 
 
@@ -197,12 +197,25 @@ class _StreamLines:
         self._transport.close()  # before the descriptor is restored and closed: the loop stops watching it
 
     async def readline(self) -> bytes:
+        # readuntil, not readline: past its limit, readline clears the whole buffer, lines after the long one too.
         try:
-            return await self._stream.readline()
-        except ValueError:  # past MAX_LINE_BYTES: drop to the line's end; the agent gets a parse error
-            with contextlib.suppress(ValueError):
+            return await self._stream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:  # the input ended: its last line without a newline, else b""
+            return end.partial
+        except asyncio.LimitOverrunError as overrun:  # past MAX_LINE_BYTES: dropped to the line's end
+            await self._stream.readexactly(overrun.consumed)
+            await self._discard_line()
+            return b"{oversized line}\n"  # the SDK's server answers it as a parse error
+
+    async def _discard_line(self) -> None:
+        while True:
+            try:
                 await self._stream.readuntil(b"\n")
-            return b"{oversized line}\n"
+                return
+            except asyncio.LimitOverrunError as overrun:  # still no end of line within the limit: drop that much
+                await self._stream.readexactly(overrun.consumed)
+            except asyncio.IncompleteReadError:  # the input ended inside the line
+                return
 
 
 class _ThreadLines:
