@@ -120,8 +120,20 @@ def figures(extra: dict[str, Any]) -> dict[str, Any]:
     return {
         f"{key}_ms": {
             name: {side: summarize(samples).as_dict(1000) for side, samples in sides.items()}
-            for name, sides in extra.get(key, {}).items()
+            for name, sides in _by_name(key, extra[key]).items()
         }
         for key in KEYS
         if key in extra
     }
+
+
+def _by_name(key: str, figures: dict[str, Any]) -> dict[str, dict[str, list[list[float]]]]:
+    """proxy_added's samples are keyed "<side>/<database>/<call>" (bench/proxy_latency.py): by "<database>/<call>"
+    then side, as the others are."""
+    if key != "proxy_added":
+        return figures
+    out: dict[str, dict[str, list[list[float]]]] = {}
+    for name, samples in figures.items():
+        side, _, rest = name.partition("/")
+        out.setdefault(rest, {})[side] = samples
+    return out

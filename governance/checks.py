@@ -24,7 +24,6 @@ from django.core.checks import Warning as CheckWarning
 from django.core.exceptions import ImproperlyConfigured
 
 from governance.identity.rbac import ROLE_CAPABILITIES, SCOPE_CAPABILITIES, SCOPE_PREFIX
-from governance.policy.facts import PolicyFileError
 
 # `semantic-saga check --tag saga` runs only Semantic Saga's own checks (every module's checks carry this tag).
 TAG = "saga"
@@ -254,6 +253,7 @@ def policy_check(**kwargs: Any) -> list[CheckMessage]:
 
 
 def _json_policy_errors(path: Path) -> list[CheckMessage]:
+    from governance.policy.facts import PolicyFileError
     from governance.policy.json_rules import JsonPolicy
 
     try:
@@ -271,6 +271,7 @@ def _json_policy_errors(path: Path) -> list[CheckMessage]:
 
 
 def _rego_policy_errors(path: Path) -> list[CheckMessage]:
+    from governance.policy.facts import PolicyFileError
     from governance.policy.rego import RegoPolicy
 
     with _stdout_captured() as captured:

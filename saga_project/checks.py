@@ -86,8 +86,6 @@ def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
     """SAGA_PG_PIPELINE needs a libpq with pipeline mode; without one, writes would silently go one by one."""
     if not settings.SAGA_PG_PIPELINE or "postgresql" not in settings.DATABASES["default"]["ENGINE"]:
         return []
-    from sagas.coordinator.sql.pipeline import pipeline_supported  # psycopg: loaded where PostgreSQL is configured
-
     if pipeline_supported():
         return []
     return [
@@ -97,6 +95,18 @@ def pipeline_check(**kwargs: Any) -> list[CheckMessage]:
             id="saga.E043",
         )
     ]
+
+
+def pipeline_supported() -> bool:
+    """psycopg 3 with a libpq that has pipeline mode (14 or later): the question the coordinator's writes ask
+    (sagas.coordinator.sql.pipeline.pipeline_supported), asked here again because importing that module runs the
+    coordinator package's __init__, the whole coordinator: some 70 ms of every operator verb's start on PostgreSQL,
+    for one attribute of psycopg (loaded where PostgreSQL is configured)."""
+    try:
+        import psycopg
+    except ImportError:
+        return False
+    return bool(psycopg.Pipeline.is_supported())
 
 
 # OTEL_EXPORTER_OTLP_HEADERS and its per-signal forms: `key=value` pairs separated by commas (semantic-saga-mcp's

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import sqlite3
 import sys
 from collections.abc import Iterator
 from importlib.util import find_spec
@@ -123,6 +122,8 @@ def unapplied_migrations(database: Path) -> bool:
     a command whose database is current pays a few file listings and one query, not Django's migration loader."""
     if not database.exists():
         return True
+    import sqlite3  # only with the home's database: a configured PostgreSQL has no use for it
+
     try:
         read_only = f"{database.absolute().as_uri()}?mode=ro"  # as_uri: a space or '#' in the path stays a path
         with contextlib.closing(sqlite3.connect(read_only, uri=True, timeout=30)) as connection:

@@ -9,7 +9,8 @@ reference, then ours), and the web surfaces go: the admin and its console, sessi
 drf-spectacular and the OIDC views. None of their models is referenced by ours. `sagas` and the project come with
 app configs that register no Celery tasks and load no Celery app (sagas.apps.OperatorSagasConfig,
 saga_project.apps.OperatorProjectConfig); the system checks of the remaining apps still run before the verb does
-(the URL check against the empty URL list below: there is no HTTP here).
+(the URL check against the empty URL list below: there is no HTTP here), all but the two whose answer these settings
+settle (saga_project.cli._drop_settled_checks).
 
 saga_project.cli picks this module for those verbs only, and only when the full settings would be
 saga_project.settings; every other command (`serve`, `proxy`, `mcp`, `migrate`, `check`, workers) and the tests
@@ -33,3 +34,7 @@ INSTALLED_APPS = [
 # No HTTP is served: this module is its own (empty) URL configuration.
 ROOT_URLCONF = "saga_project.operator_settings"
 urlpatterns: list[object] = []
+
+# Nor does a request pass through middleware (the session and message apps are not even installed): listed, each
+# class would be imported by auth's system check only to be looked at.
+MIDDLEWARE = []

@@ -16,7 +16,6 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
 
 PROGRAM = "semantic-saga"
 # Hyphenated name -> the management command it runs. Sagaz's own verbs (verify, ledger, pending, approve, deny,
@@ -71,6 +70,8 @@ def version_line() -> str:
 
 
 def _installed(distribution: str) -> str:
+    from importlib import metadata  # only `--version` reads it: some 5 ms that no other command should pay
+
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:

@@ -17,7 +17,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q, QuerySet
 
@@ -26,10 +26,11 @@ from audit.models import AuditEvent, EventType
 from governance.identity.principal import Principal
 from registry.models import ActionDefinition
 from registry.semantics import reversibility_of, risk_of
-from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK
 from sagas.models import Approval, Node
-from sagas.selectors.held_call_view import HeldCallView, held_call_views
 from sagas.states import ApprovalStatus, NodeStatus
+
+if TYPE_CHECKING:
+    from sagas.selectors.held_call_view import HeldCallView
 
 # Characters of one input value shown unfolded. About one table cell line: an amount, a currency, an email or an
 # id reads at a glance; a note, a list or an object longer than this is folded to a preview with the whole value
@@ -142,6 +143,10 @@ def approval_context(approval: Approval) -> ApprovalContext:
 def approval_contexts(approvals: Iterable[Approval]) -> dict[uuid.UUID, ApprovalContext]:
     """Each approval's context by approval id, in three queries at most whatever the count (`approval.node` is
     read, so select or prefetch it)."""
+    # Imported here: the pins and their description scan behind it cost some 20 ms to load, and the operator's
+    # `semantic-saga status` and `pending` read pending_approvals above without ever judging an approval.
+    from sagas.selectors.held_call_view import held_call_views
+
     rows = list(approvals)
     nodes = [a.node for a in rows]
     contracts = _contracts(nodes)
@@ -233,6 +238,8 @@ def _held_proxied_calls(nodes: list[Node]) -> dict[tuple[str, str], dict[str, An
     held = {str(n.id): n for n in nodes if n.action.startswith(PROXY_PREFIX) and (n.key or "").startswith(HELD_KEY)}
     if not held:
         return {}
+    from registry.tool_classes import CLASS_REVERSIBILITY, CLASS_RISK  # as held_call_views: only when judging
+
     planned = AuditEvent.objects.filter(event_type=EventType.NODE_PLANNED, node_id__in=list(held))
     contracts = {}
     for node_id, data in planned.values_list("node_id", "data"):

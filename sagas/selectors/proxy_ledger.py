@@ -7,24 +7,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Count, QuerySet
 
-from audit.chain import canonical_timestamp
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Checkpoint, Node, Saga, Step
-from sagas.selectors.journal_digests import Recorded, edits_of, recorded_digests
 from sagas.selectors.proxy_sessions import proxy_sessions
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 from sagas.selectors.short_ids import resolve
 from sagas.selectors.undo_outcome import UndoOutcome, left_words, undo_outcomes
-from sagas.selectors.undo_plan import undo_plan
 from sagas.states import COMPENSABLE_STEP_STATES, NodeStatus, SagaKind, StepStatus
+
+# The journal's digests, the undo plan and the audit chain are imported by the functions that read them (a ledger's
+# rows): `semantic-saga status` reads its session lines here and needs none of them, nor the registry's contracts,
+# templates and JMESPath behind them (some 5 ms of a command meant to answer in 0.2 s).
+if TYPE_CHECKING:
+    from sagas.selectors.journal_digests import Recorded
 
 LAST = "last"
 # A held call has not reached the world: an undo has nothing to do for it.
@@ -109,6 +112,8 @@ class LedgerRow:
         }
 
     def _outcome(self) -> dict[str, Any]:
+        from audit.chain import canonical_timestamp
+
         return {
             "status": self.status,
             "uncertain": self.uncertain,
@@ -176,6 +181,8 @@ def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
 def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:
     """The session's proxied calls in order (held calls not yet journaled last), optionally only one tool's or one
     status's."""
+    from sagas.selectors.journal_digests import recorded_digests
+
     authorize(actor, READ, "get")
     steps = Step.objects.filter(saga=saga, action__startswith="proxy.").order_by("sequence")
     listed, links = _undo_listed(saga), call_links(saga)
@@ -237,6 +244,8 @@ def _undo_listed(saga: Saga) -> dict[str, dict[str, Any]]:
 def _extra(step: Step, listed: dict[str, Any] | None, recorded: Recorded) -> dict[str, Any]:
     """The --json line's `undo_plan`; for a row edited since it was journaled, `journal_edited` names the fields,
     and an undo would refuse the call (as the walk does, sagas.coordinator._journal_digests)."""
+    from sagas.selectors.journal_digests import edits_of
+
     edited = edits_of(step, recorded)
     if not edited:
         return {"undo_plan": _plan(step, listed)}
@@ -250,6 +259,8 @@ def _extra(step: Step, listed: dict[str, Any] | None, recorded: Recorded) -> dic
 def _plan(step: Step, listed: dict[str, Any] | None) -> dict[str, Any]:
     """What undo would do now, the inverse rendered as it would be sent; a call an undo left because a newer call
     of the session built on it (or could not be undone) says so, as the undo did."""
+    from sagas.selectors.undo_plan import undo_plan
+
     plan = undo_plan(step)
     if listed and listed.get("verdict") == "left" and step.status != StepStatus.COMPENSATED:
         return {**plan, "verdict": "left", "detail": f"left by the undo: {left_words(listed)}"}

@@ -30,7 +30,6 @@ from django.utils import timezone
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from sagas.models import Saga, Step
-from sagas.selectors.undo_plan import proxy_section, verdict_of
 from sagas.states import SagaKind, SagaStatus, StepStatus
 
 # What a person reads for a call the undo left, by its verdict.
@@ -191,6 +190,10 @@ def _left(step: Step, listed: dict[str, dict[str, Any]]) -> LeftCall | None:
         verdict = str(listed[str(step.id)].get("verdict", "needs_decision"))
     else:
         return None
+    # undo_plan, and the registry's contracts behind it, only for a session an undo ran on: `semantic-saga status`
+    # reads many sessions' outcomes, most of them never undone.
+    from sagas.selectors.undo_plan import proxy_section
+
     proxy = proxy_section(step)
     tool = str(proxy.get("exposed_name") or proxy.get("tool", step.action))
     words = left_words(listed.get(str(step.id), {})) if verdict == "left" else LEFT_WORDS.get(verdict, verdict)
@@ -209,6 +212,8 @@ def left_words(listed: dict[str, Any]) -> str:
 
 def _still_to_undo(step: Step, listed: dict[str, dict[str, Any]]) -> bool:
     """A call the undo has yet to put back (or could not): in flight, failed, or not reached yet."""
+    from sagas.selectors.undo_plan import verdict_of  # as in _left
+
     if step.status in (StepStatus.COMPENSATING, StepStatus.COMPENSATION_FAILED):
         return True
     return str(step.id) not in listed and step.status != StepStatus.COMPENSATED and verdict_of(step)[0] == "would_undo"

@@ -195,14 +195,21 @@ def test_the_proxys_added_milliseconds_are_the_median_of_per_round_differences_w
     tail = by_name["stdio proxy, journal sqlite: write p99 / p50 through the proxy"]
     assert tail.value > 2.0 and tail.verdict == "MISS" and tail.shown(tail.value).endswith("x")
     assert read.shown(read.value) == "1.000 ms"
+    shown = report_surfaces.figures({"proxy_added": samples})["proxy_added_ms"]
+    assert shown["sqlite/read"]["proxied"]["p50"] == pytest.approx(1.2)
     http = report_surfaces.http_added_targets({"http/postgresql": {"direct": [[0.002]], "proxied": [[0.0035]]}})
     assert [t.name for t in http] == ["HTTP proxy, journal postgresql: added to a read (class read, gate allow), p50"]
     assert http[0].value == pytest.approx(1.5) and http[0].verdict == "MISS"
 
 
-def test_cli_verbs_are_judged_against_half_a_second_beside_the_bare_start():
+def test_cli_verbs_are_judged_against_a_fifth_of_a_second_beside_the_bare_start():
     figures = {
-        "samples": {cli_wall.BARE: [0.02, 0.03], "pending": [0.4, 0.45], "ledger": [0.7], cli_wall.APPROVE_SENT: [1.0]}
+        "samples": {
+            cli_wall.BARE: [0.02, 0.03],
+            "pending": [0.15, 0.19],
+            "ledger": [0.25],
+            cli_wall.APPROVE_SENT: [1.0],
+        }
     }
     by_name = {t.name: t for t in cli_wall.targets(figures)}
     assert by_name["CLI wall time: semantic-saga pending, p50"].verdict == "PASS"

@@ -80,13 +80,17 @@ def test_a_bad_pool_is_a_startup_check_error(monkeypatch: pytest.MonkeyPatch):
     assert [m.id for m in messages] == ["saga.E042"] and "SAGA_DB_POOL_MAX_SIZE" in messages[0].msg
 
 
+def test_the_check_asks_psycopg_what_the_coordinators_writes_ask():
+    assert checks.pipeline_supported() is write_behind.pipeline_supported()
+
+
 @pytest.mark.parametrize("pipeline", [True, False])
 def test_pipelining_without_libpq_support_is_a_startup_check_error(monkeypatch: pytest.MonkeyPatch, pipeline: bool):
     assert "saga.E043" not in [m.id for m in run_checks()]  # this machine's psycopg has pipeline mode
     postgres = {"default": {"ENGINE": "django.db.backends.postgresql"}}
     monkeypatch.setattr(checks, "settings", SimpleNamespace(DATABASES=postgres, SAGA_PG_PIPELINE=pipeline))
-    # an old system libpq, which we cannot install (the check imports the probe when PostgreSQL is configured)
-    monkeypatch.setattr(write_behind, "pipeline_supported", lambda: False)
+    # an old system libpq, which we cannot install (the check asks psycopg when PostgreSQL is configured)
+    monkeypatch.setattr(checks, "pipeline_supported", lambda: False)
     messages = checks.pipeline_check()
     if pipeline:
         assert [m.id for m in messages] == ["saga.E043"] and "SAGA_PG_PIPELINE=false" in (messages[0].hint or "")

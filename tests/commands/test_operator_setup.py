@@ -19,8 +19,10 @@ from sagas.coordinator.execution import nudges
 from sagas.task_names import NODE_EXECUTE_TASK
 from tests.commands.test_zero_setup import bare_env
 
-# Modules an operator verb must not load: the console and the web stack, the MCP SDK, Celery, and what only a
-# configured setting or an action call needs.
+# Modules an operator verb must not load: the console and the web stack, the MCP SDK, Celery, what only a
+# configured setting or an action call needs, OpenTelemetry (nothing is recorded), the version's package metadata,
+# the approval queue and the tool pins' description scan (nothing is judged), and what the two system checks
+# the operator settings settle would load (saga_project.cli._drop_settled_checks).
 HEAVY = (
     "django.contrib.admin",
     "sagas.console",
@@ -33,6 +35,12 @@ HEAVY = (
     "jsonschema",
     "regopy",
     "sagas.protocols.mcp.server",
+    "opentelemetry",
+    "importlib.metadata",
+    "sagas.selectors.approval_queue",
+    "registry.tool_poisoning",
+    "django.db.migrations.autodetector",
+    "django.contrib.auth.views",
 )
 MODULES_MARK = "LOADED-MODULES:"
 # Prints what the process loaded, once the command has run (whatever its exit status).
