@@ -65,13 +65,13 @@ class Command(BaseCommand):
         async with proxy.running():
             path = proxy.call_path
             fast = FastCalls(proxy.server, path, principal) if isinstance(path, DurableCallPath) else None
-            try:
-                async with stdio_front(fast if settings.SAGA_PROXY_FAST_PATH else None) as ((reads, writes), _):
+            async with stdio_front(fast if settings.SAGA_PROXY_FAST_PATH else None) as ((reads, writes), front):
+                try:
                     await proxy.server.run(reads, writes, proxy.server.create_initialization_options())
-            finally:
-                if fast is not None:  # the agent is gone: its fast calls still out are recorded as lost
-                    with anyio.CancelScope(shield=True):
-                        await fast.aclose()
+                finally:
+                    if fast is not None:  # the agent's input ended: its fast calls still out end as the SDK's do
+                        with anyio.CancelScope(shield=True):
+                            await fast.aclose(front)
 
 
 # How long a stopping proxy may take to shut down before it exits anyway: its shutdown (the reads' journal lines
