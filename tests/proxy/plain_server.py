@@ -17,7 +17,8 @@ Over stdio, JSON lines. Tools:
 - `lone_surrogate(name)`: answers text ending in half an emoji (a lone UTF-16 surrogate, as a careless encoder
   writes it: valid JSON no UTF-8 text can carry);
 - `not_a_number(name)`: answers structuredContent `{"v": NaN}` (Python's json writes it; it is not JSON);
-- `bad_block(name)`: answers a text block without its text.
+- `bad_block(name)`: answers a text block without its text;
+- `listed_structure(name)`: answers structuredContent that is a list (an object in 2025-11-25).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ TOOLS = [
     _tool("lone_surrogate", {"name": "string"}),
     _tool("not_a_number", {"name": "string"}),
     _tool("bad_block", {"name": "string"}),
+    _tool("listed_structure", {"name": "string"}),
 ]
 _write_lock = threading.Lock()
 
@@ -108,6 +110,8 @@ def call(request_id: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {**text("nan"), "structuredContent": {"v": float("nan")}}})
     elif name == "bad_block":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text"}]}})
+    elif name == "listed_structure":
+        send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [], "structuredContent": [1]}})
     elif name != "hang":
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool {name!r}"}})
 

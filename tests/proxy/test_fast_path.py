@@ -245,6 +245,8 @@ def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path:
         nan = agent.answer("nan")
         agent.call("block", "bad_block", {"name": "x"})
         block = agent.answer("block")
+        agent.call("listed", "listed_structure", {"name": "x"})
+        listed = agent.answer("listed")
         agent.send(
             b'{"jsonrpc":"2.0","id":"x\\ud800","method":"tools/call","params":{"name":"create_item","arguments":{"name":"s"}}}\n'
         )
@@ -258,7 +260,7 @@ def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path:
         agent.call("after", "lookup", {"key": "a"})  # the proxy is still there
         after = agent.answer("after")
         try:
-            steps = _steps(5)  # warm, cut, nan, block, after: nothing else ran
+            steps = _steps(6)  # warm, cut, nan, block, listed, after: nothing else ran
         except AssertionError:
             print(agent.stderr()[-5000:])
             raise
@@ -268,7 +270,7 @@ def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path:
     # the half emoji: nothing relayed that the agent could not read, and its outcome is not claimed
     assert cut["result"]["isError"] is True and "may or may not have acted" in cut["result"]["content"][0]["text"]
     assert nan["result"]["structuredContent"] == {"v": None}  # NaN read as null, as the SDK path reads it
-    assert block["error"]["code"] == -32603
+    assert block["error"]["code"] == -32603 and listed["error"]["code"] == -32603
     assert "error" in modern and "result" not in modern  # the SDK's refusal of a 2026-07-28 envelope
     assert json.loads(after["result"]["content"][0]["text"])["key"] == "a"
     sent = [c["params"]["arguments"] for c in _calls(record)]

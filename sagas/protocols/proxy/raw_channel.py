@@ -204,6 +204,11 @@ def plain_result(result: Any) -> dict[str, Any]:
     if _plainly_a_result(result):
         checked: dict[str, Any] = result
         return checked
+    if isinstance(result, dict) and not isinstance(result.get("structuredContent", {}), dict):
+        # An object in 2025-11-25, the era of the proxy's session with its servers (the version-free model is laxer).
+        raise MCPError(
+            INTERNAL_ERROR, "the server's answer is not a tools/call result (structuredContent not an object)"
+        )
     try:
         types.CallToolResult.model_validate(result, by_name=False)
     except ValidationError as invalid:
