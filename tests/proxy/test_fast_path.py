@@ -56,6 +56,13 @@ def _calls(record: Path) -> list[dict[str, Any]]:
     return [m for m in _received(record) if m.get("method") == "tools/call"]
 
 
+def _wait_until_sent(record: Path, name: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(c["params"]["arguments"].get("name") == name for c in _calls(record)):
+        assert time.monotonic() < deadline, f"the call of {name} never reached the server"
+        time.sleep(0.05)
+
+
 def _steps(count: int, timeout: float = 30.0) -> list[Step]:
     """The session's steps once `count` are finished (reads are journaled just behind their answers)."""
     deadline = time.monotonic() + timeout
@@ -171,10 +178,7 @@ def test_a_fast_call_withdrawn_by_the_agent_is_cancelled_downstream_and_journale
         agent.call("warm", "lookup", {"key": "w"})
         agent.answer("warm")
         agent.call("hung", "hang", {"name": "job"})
-        deadline = time.monotonic() + 30
-        while not any(c["params"]["arguments"].get("name") == "job" for c in _calls(record)):
-            assert time.monotonic() < deadline, "the call never reached the server"
-            time.sleep(0.05)
+        _wait_until_sent(record, "job")
         agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hung"}})
         steps = _steps(2)
         agent.call("after", "lookup", {"key": "a"})
@@ -285,10 +289,7 @@ def test_calls_out_when_the_agents_input_ends_are_answered_connection_closed(tmp
     agent.call("warm", "lookup", {"key": "w"})
     agent.answer("warm")
     agent.call("hung", "hang", {"name": "job"})
-    deadline = time.monotonic() + 30
-    while not any(c["params"]["arguments"].get("name") == "job" for c in _calls(record)):
-        assert time.monotonic() < deadline, "the call never reached the server"
-        time.sleep(0.05)
+    _wait_until_sent(record, "job")
     assert agent.close() == 0
     closed = agent.answer("hung", timeout=10)
     assert closed["error"]["code"] == -32000

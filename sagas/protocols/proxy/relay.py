@@ -50,14 +50,11 @@ class ClientRelay(Protocol):
     async def list_roots(self) -> types.ListRootsResult | types.ErrorData: ...
 
 
-class RequestRelay:
-    """The relay of one inbound request, over the SDK's request context: requests and notifications ride that
-    request's stream (its SSE response on Streamable HTTP)."""
+class _AskingRelay:
+    """What both relays of an open request share: the level filter of log lines, and how the downstream's own
+    requests (elicitation, sampling, roots) are asked, each refused with a reason when the client cannot take it."""
 
-    def __init__(
-        self, ctx: ServerRequestContext[Any], client_key: str, *, log_level: types.LoggingLevel | None
-    ) -> None:
-        self._ctx = ctx
+    def __init__(self, client_key: str, log_level: types.LoggingLevel | None) -> None:
         self._client_key = client_key
         self._log_level = log_level
 
@@ -65,18 +62,12 @@ class RequestRelay:
     def client_key(self) -> str:
         return self._client_key
 
-    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        await self._ctx.session.report_progress(progress, total, message)
-
-    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        # 2026-07-28 clients opt in per request (a level in _meta); handshake clients set a level with
-        # logging/setLevel, kept per connection.
-        if params.level not in allowed_log_levels(self._ctx.protocol_version, self._ctx.meta):
-            return
-        if self._log_level is not None and _LEVELS.index(params.level) < _LEVELS.index(self._log_level):
-            return
-        notification = types.LoggingMessageNotification(params=params)
-        await self._ctx.session.send_notification(notification, related_request_id=self._ctx.request_id)
+    def _logs(self, params: types.LoggingMessageNotificationParams, protocol_version: str, meta: Any) -> bool:
+        """Whether the log line goes to the client: 2026-07-28 clients opt in per request (a level in _meta);
+        handshake clients set a level with logging/setLevel, kept per connection."""
+        if params.level not in allowed_log_levels(protocol_version, meta):
+            return False
+        return self._log_level is None or _LEVELS.index(params.level) >= _LEVELS.index(self._log_level)
 
     async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
         capability = types.ClientCapabilities(elicitation=types.ElicitationCapability())
@@ -96,6 +87,31 @@ class RequestRelay:
         if refusal := self._cannot_ask("roots", types.ClientCapabilities(roots=types.RootsCapability())):
             return refusal
         return await self._ask(types.ListRootsRequest(), types.ListRootsResult)
+
+    def _cannot_ask(self, what: str, capability: types.ClientCapabilities) -> types.ErrorData | None:
+        raise NotImplementedError
+
+    async def _ask(self, request: types.ServerRequest, result_type: type[ResultT]) -> ResultT | types.ErrorData:
+        raise NotImplementedError
+
+
+class RequestRelay(_AskingRelay):
+    """The relay of one inbound request, over the SDK's request context: requests and notifications ride that
+    request's stream (its SSE response on Streamable HTTP)."""
+
+    def __init__(
+        self, ctx: ServerRequestContext[Any], client_key: str, *, log_level: types.LoggingLevel | None
+    ) -> None:
+        super().__init__(client_key, log_level)
+        self._ctx = ctx
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        await self._ctx.session.report_progress(progress, total, message)
+
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self._logs(params, self._ctx.protocol_version, self._ctx.meta):
+            notification = types.LoggingMessageNotification(params=params)
+            await self._ctx.session.send_notification(notification, related_request_id=self._ctx.request_id)
 
     def _cannot_ask(self, what: str, capability: types.ClientCapabilities) -> types.ErrorData | None:
         if not self._ctx.session.can_send_request:
@@ -118,51 +134,22 @@ class RequestRelay:
             return refusal.error
 
 
-class ConnectionRelay:
+class ConnectionRelay(_AskingRelay):
     """The relay of a call the fast path answers (sagas.protocols.proxy.fast_calls): the stdio agent's one
     connection, with no SDK request context. The fast path takes no call that asked for progress, so progress goes
     nowhere; logs and the server's own requests go on the connection, as RequestRelay sends them on stdio."""
 
     def __init__(self, connection: Connection, client_key: str, *, log_level: types.LoggingLevel | None) -> None:
+        super().__init__(client_key, log_level)
         self._connection = connection
-        self._client_key = client_key
-        self._log_level = log_level
-
-    @property
-    def client_key(self) -> str:
-        return self._client_key
 
     async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         return None
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if params.level not in allowed_log_levels(self._connection.protocol_version, None):
-            return
-        if self._log_level is not None and _LEVELS.index(params.level) < _LEVELS.index(self._log_level):
-            return
-        await self._connection.notify(
-            "notifications/message", params.model_dump(by_alias=True, exclude_none=True, mode="json")
-        )
-
-    async def elicit(self, params: types.ElicitRequestParams) -> types.ElicitResult | types.ErrorData:
-        if refusal := self._cannot_ask(
-            "elicitation", types.ClientCapabilities(elicitation=types.ElicitationCapability())
-        ):
-            return refusal
-        return await self._ask(types.ElicitRequest(params=params), types.ElicitResult)
-
-    async def sample(self, params: types.CreateMessageRequestParams) -> SamplingAnswer:
-        if refusal := self._cannot_ask("sampling", types.ClientCapabilities(sampling=types.SamplingCapability())):
-            return refusal
-        request = types.CreateMessageRequest(params=params)
-        if params.tools:
-            return await self._ask(request, types.CreateMessageResultWithTools)
-        return await self._ask(request, types.CreateMessageResult)
-
-    async def list_roots(self) -> types.ListRootsResult | types.ErrorData:
-        if refusal := self._cannot_ask("roots", types.ClientCapabilities(roots=types.RootsCapability())):
-            return refusal
-        return await self._ask(types.ListRootsRequest(), types.ListRootsResult)
+        if self._logs(params, self._connection.protocol_version, None):
+            dumped = params.model_dump(by_alias=True, exclude_none=True, mode="json")
+            await self._connection.notify("notifications/message", dumped)
 
     def _cannot_ask(self, what: str, capability: types.ClientCapabilities) -> types.ErrorData | None:
         if not self._connection.check_capability(capability):
