@@ -9,8 +9,8 @@ from pydantic import BaseModel
 
 
 def minimal_arguments(model: type[BaseModel]) -> dict[str, Any]:
-    """Every required field with the plainest value of its type (text "x", an empty object, false, the first of
-    its literals, a nested model's own minimal arguments)."""
+    """Every required field with the plainest value of its type (text "x", an empty object or list, false, the first
+    of its literals, a nested model's own minimal arguments)."""
     return {name: _plainest(field.annotation) for name, field in model.model_fields.items() if field.is_required()}
 
 
@@ -22,6 +22,8 @@ def _plainest(annotation: Any) -> Any:
         return typing.get_args(annotation)[0]
     if origin is dict or annotation is dict:
         return {}
+    if origin is list or annotation is list:
+        return []
     if annotation is bool:
         return False
     if annotation in (int, float):
