@@ -9,7 +9,7 @@ Over stdio, JSON lines. Tools:
   (`x-served-by`) that only a proxy relaying the answer as it came passes on;
 - `create_item(name)`: a write (no annotations, class unknown: gate allow by default);
 - `noisy(name)`: sends a notifications/message (info) before it answers;
-- `rpc_error(name)`: answers a JSON-RPC error (-32050, "the plain server refuses this");
+- `rpc_error(name, code?)`: answers a JSON-RPC error (`code`, default -32050, "the plain server refuses this");
 - `bad_result(name)`: answers a result that is not a tools/call result (`content` a string);
 - `huge(kilobytes)`: answers that many KB of text;
 - `hang(name)`: never answers (until cancelled: it records the notifications/cancelled);
@@ -92,9 +92,8 @@ def call(request_id: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "method": "notifications/message", "params": note})
         send({"jsonrpc": "2.0", "id": request_id, "result": text({"noisy": True})})
     elif name == "rpc_error":
-        send(
-            {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32050, "message": "the plain server refuses this"}}
-        )
+        code = int(arguments.get("code") or -32050)
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": "the plain server refuses this"}})
     elif name == "bad_result":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": "not a list"}})
     elif name == "huge":

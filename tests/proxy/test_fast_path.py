@@ -295,3 +295,23 @@ def test_calls_out_when_the_agents_input_ends_are_answered_connection_closed(tmp
     assert closed["error"]["code"] == -32000
     steps = _steps(2)
     assert steps[1].status == "FAILED" and steps[1].uncertain_outcome
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "sdk path"])
+def test_a_servers_own_error_is_its_answer_even_with_the_codes_the_session_uses_for_timeouts_and_closes(
+    tmp_path: Path, fast: bool
+):
+    agent, _ = _start(tmp_path, fast=fast)
+    try:
+        for code in (-32000, -32001):
+            agent.call(f"e{code}", "rpc_error", {"name": "x", "code": code})
+        answers = [agent.answer(f"e{code}") for code in (-32000, -32001)]
+        agent.call("after", "create_item", {"name": "still connected"})
+        after = agent.answer("after")
+        steps = _steps(3)
+    finally:
+        agent.close()
+
+    assert [a["error"]["code"] for a in answers] == [-32000, -32001]  # passed on as the server's errors
+    assert [(s.status, s.uncertain_outcome) for s in steps[:2]] == [("FAILED", False), ("FAILED", False)]
+    assert "result" in after and steps[2].status == "COMPLETED"  # the server was not taken for gone

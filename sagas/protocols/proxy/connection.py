@@ -344,9 +344,9 @@ class DownstreamConnection:
             except MCPError as error:
                 if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                     raise oversized from None
-                if error.code == REQUEST_TIMEOUT:
+                if _sdk_timeout(error):
                     raise self._timed_out(timeout) from None
-                if error.code == CONNECTION_CLOSED or "Session terminated" in error.message:
+                if _sdk_closed(error):
                     raise self._lost(live, error.message) from None
                 self._wake("check")
                 raise
@@ -406,6 +406,26 @@ class DownstreamConnection:
         async with self._relisting:
             if self.tools_stale or time.monotonic() - self.tools_listed_at >= seconds:
                 await self.relist("tools")
+
+
+def _sdk_timeout(error: MCPError) -> bool:
+    """The client session's own timeout, not a server's error that happens to use its code (-32001): the session
+    says `Request '<method>' timed out` and attaches nothing."""
+    return error.code == REQUEST_TIMEOUT and error.error.data is None and error.message.endswith("timed out")
+
+
+def _sdk_closed(error: MCPError) -> bool:
+    """The connection closed under the request: the session's own -32000 ("Connection closed", or the Streamable
+    HTTP client's "SSE stream failed / ended ..."), or an HTTP session the server ended; not a server's error
+    answer that uses the same code with words of its own."""
+    if "Session terminated" in error.message:
+        return True
+    own = error.message == "Connection closed" or error.message.startswith(_HTTP_STREAM_LOST)
+    return error.code == CONNECTION_CLOSED and error.error.data is None and own
+
+
+# How the SDK's Streamable HTTP client words a request whose response stream broke or ended without an answer.
+_HTTP_STREAM_LOST = "SSE stream "
 
 
 def _resolve(spec: ServerSpec) -> tuple[dict[str, str], tuple[str, ...]]:
