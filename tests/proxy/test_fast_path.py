@@ -6,14 +6,18 @@ frame the fast path does not take gets the SDK's answer, as before."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from governance.models import KillSwitch
 from sagas.models import Step
@@ -315,3 +319,45 @@ def test_a_servers_own_error_is_its_answer_even_with_the_codes_the_session_uses_
     assert [a["error"]["code"] for a in answers] == [-32000, -32001]  # passed on as the server's errors
     assert [(s.status, s.uncertain_outcome) for s in steps[:2]] == [("FAILED", False), ("FAILED", False)]
     assert "result" in after and steps[2].status == "COMPLETED"  # the server was not taken for gone
+
+
+@contextlib.contextmanager
+def _session_row_locked() -> Iterator[None]:
+    """Another writer holding the session's row (PostgreSQL) or the database's write lock (SQLite) for the block:
+    a call's begin waits for it."""
+    params = connection.get_connection_params()
+    if connection.vendor == "sqlite":
+        other = sqlite3.connect(params["database"], uri=True, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+    else:
+        import psycopg
+
+        other = psycopg.connect(**{k: v for k, v in params.items() if k != "cursor_factory"})
+        other.execute("SELECT id FROM sagas_saga FOR UPDATE")
+    try:
+        yield
+    finally:
+        other.rollback()
+        other.close()
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast path", "sdk path"])
+def test_a_write_withdrawn_while_it_is_being_journaled_is_recorded_not_sent(tmp_path: Path, fast: bool):
+    agent, record = _start(tmp_path, fast=fast)
+    try:
+        agent.call("warm", "create_item", {"name": "first"})
+        agent.answer("warm")
+        _steps(1)  # its outcome written: nothing queued that the next begin would wait for
+        with _session_row_locked():
+            agent.call("late", "create_item", {"name": "withdrawn"})
+            time.sleep(1.0)  # its begin is waiting for the lock
+            agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "late"}})
+            time.sleep(0.5)
+        steps = _steps(2)
+    finally:
+        agent.close()
+
+    assert [c["params"]["arguments"]["name"] for c in _calls(record)] == ["first"]  # never sent
+    late = steps[1]
+    assert late.status == "FAILED" and not late.uncertain_outcome
+    assert late.error["sent"] is False and "went away before the call was sent" in late.error["message"]

@@ -170,5 +170,27 @@ class ReadLine:
         return BehindRead(call=self.call, arguments=self.arguments, step_id=self.step_id, outcome=outcome)
 
 
+def write_finish(
+    principal: Principal, begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float
+) -> None:
+    """`proxy_call_finish` of a call begun ahead (`begun`), written behind (on the write-behind thread), as
+    Forwarder.record records it: a forwarded call's outcome just after its answer, or a call begun for a client that
+    went away before it was sent."""
+    duration_ms = round((finished - started) * 1000, 3)
+    recorded = CallOutcome.model_validate({**outcome, "duration_ms": duration_ms})
+    arguments = {"saga_id": begun["saga_id"], "step_id": begun["step_id"], "fence": int(begun["fence"])}
+    invoke(OPERATIONS["proxy_call_finish"], principal, {**arguments, "outcome": recorded})
+
+
+def write_withdraw(principal: Principal, begun: dict[str, Any], call: CallFacts, arguments: dict[str, Any]) -> None:
+    """`proxy_call_withdraw` of a call held for a client that went away before it waited (written behind)."""
+    held = {"saga_id": begun["saga_id"], "node_id": begun["node_id"]}
+    invoke(
+        OPERATIONS["proxy_call_withdraw"],
+        principal,
+        {**held, "why": "disconnected", "call": call, "arguments": arguments},
+    )
+
+
 def now() -> float:
     return time.monotonic()

@@ -29,7 +29,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp.tasks.negotiation import requested
 from sagas.protocols.mcp.tasks.service import TaskService
-from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now
+from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now, write_finish, write_withdraw
 from sagas.protocols.proxy.calls import (
     ClientIdentity,
     ProxiedCall,
@@ -49,7 +49,7 @@ from sagas.protocols.proxy.elicited import (
     input_required,
     verdict,
 )
-from sagas.protocols.proxy.forwarding import Forwarder
+from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT, Forwarder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.raw_channel import text_of_json
@@ -385,9 +385,22 @@ class DurableCallPath:
         await self.forwarder.record(principal, begun, started, outcome)
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
-        if name == "proxy_call_begin":  # after the reads before it: a session's ledger keeps the order of its calls
-            await self.behind.drained()
-        return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
+        unit = functools.partial(invoke, OPERATIONS[name], principal, arguments)
+        if name != "proxy_call_begin":
+            return await self.journal.run(unit)
+        await self.behind.drained()  # after the reads before it: a session's ledger keeps the order of its calls
+        return await self.journal.run(unit, abandoned=functools.partial(self._begun_for_nobody, principal, arguments))
+
+    def _begun_for_nobody(self, principal: Principal, begin: dict[str, Any], begun: dict[str, Any]) -> None:
+        """A call's begin committed after its client went away (the caller was cancelled meanwhile): nothing was
+        sent, so a forwarded step is finished not sent and a call held on its request is withdrawn, rather than
+        left EXECUTING or held, under a lease this process keeps alive, until the sweep calls it uncertain."""
+        if begun.get("outcome") == "forward":
+            outcome = {"kind": "not_sent", "reason": GONE_BEFORE_SENT, "max_result_bytes": self.config.max_result_bytes}
+            self.behind.submit(functools.partial(write_finish, principal, begun, outcome, now(), now()), at_once=True)
+        elif begun.get("outcome") == "held" and begin["call"].held_as == "request":
+            unit = functools.partial(write_withdraw, principal, begun, begin["call"], begin["arguments"])
+            self.behind.submit(unit, at_once=True)
 
     async def aclose(self) -> None:
         await anyio.to_thread.run_sync(self.behind.close)  # the reads' journal lines still queued are written first

@@ -46,9 +46,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, READ, can
-from sagas.operations.invoke import invoke
-from sagas.operations.table import OPERATIONS
-from sagas.protocols.proxy.behind import ReadLine, now
+from sagas.protocols.proxy.behind import ReadLine, now, write_finish
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
@@ -57,7 +55,7 @@ from sagas.protocols.proxy.raw_channel import strict_loads
 from sagas.protocols.proxy.relay import ConnectionRelay
 from sagas.protocols.proxy.server import ENVELOPE_PREFIX, ProxyServer, forwarded_meta
 from sagas.protocols.proxy.stdio_front import StdioFront, request_key
-from sagas.proxied_facts import CallFacts, CallOutcome
+from sagas.proxied_facts import CallFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
 
@@ -231,7 +229,7 @@ class FastCalls:
                 return await path._after_begin(request, facts, begun)
 
             async def record(started: float, outcome: dict[str, Any]) -> None:
-                finish = functools.partial(_finish, request.principal, begun, outcome, started, time.monotonic())
+                finish = functools.partial(write_finish, request.principal, begun, outcome, started, time.monotonic())
                 path.behind.submit(finish, at_once=True)  # just after the answer; before the session's next call
 
             return await _protocol_errors(path.forwarder.forward_plain(request, begun, record))
@@ -255,16 +253,6 @@ class FastCalls:
 
 
 Answer = dict[str, Any] | types.CallToolResult | MCPError
-
-
-def _finish(
-    principal: Principal, begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float
-) -> None:
-    """`proxy_call_finish` of a forwarded call, on the write-behind thread (as Forwarder.record records it)."""
-    duration_ms = round((finished - started) * 1000, 3)
-    recorded = CallOutcome.model_validate({**outcome, "duration_ms": duration_ms})
-    arguments = {"saga_id": begun["saga_id"], "step_id": begun["step_id"], "fence": int(begun["fence"])}
-    invoke(OPERATIONS["proxy_call_finish"], principal, {**arguments, "outcome": recorded})
 
 
 async def _protocol_errors(answered: Any) -> Answer:

@@ -27,7 +27,8 @@ JOURNAL_THREADS = 4
 # A connection unused for longer than this is checked (SELECT 1) before it is used again.
 CHECK_AFTER_IDLE_SECONDS = 5.0
 
-_Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+# A unit, the loop and future its answer goes to, and what to do with an answer nobody awaits any more.
+_Work = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]", "Callable[[Any], None] | None"]
 # A write-behind unit, when it was submitted and whether it is written at once (loop and future None), or a
 # drained() marker (unit None).
 _Behind = tuple[Callable[[], Any] | None, asyncio.AbstractEventLoop | None, "asyncio.Future[None] | None", float, bool]
@@ -43,12 +44,14 @@ class Journal:
         self._lock = threading.Lock()
         self._started = self._closed = False
 
-    async def run(self, unit: Callable[[], T]) -> T:
-        """`unit()` on a journal thread; its answer (or exception) here."""
+    async def run(self, unit: Callable[[], T], *, abandoned: Callable[[T], None] | None = None) -> T:
+        """`unit()` on a journal thread; its answer (or exception) here. The unit runs to its end even when the
+        caller is cancelled meanwhile (a transaction is not cut in half); `abandoned(answer)` then gets the answer
+        nobody awaits any more, on the event loop, to undo what the caller would have followed it with."""
         self._start()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._work.put((unit, loop, future))
+        self._work.put((unit, loop, future, abandoned))
         return await future
 
     def close(self) -> None:
@@ -75,7 +78,7 @@ class Journal:
         last_used = 0.0
         try:
             while (work := self._work.get()) is not None:
-                unit, loop, future = work
+                unit, loop, future, abandoned = work
                 if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
                     _drop_unusable_connections()
                 try:
@@ -84,7 +87,7 @@ class Journal:
                     loop.call_soon_threadsafe(_settle, future, None, error)
                     last_used = 0.0  # it may have been the connection: check it before the next unit
                 else:
-                    loop.call_soon_threadsafe(_settle, future, result, None)
+                    loop.call_soon_threadsafe(_settle, future, result, None, abandoned)
                     last_used = time.monotonic()
         finally:
             connections.close_all()
@@ -117,8 +120,15 @@ def _drop_unusable_connections() -> None:
             connection.close()  # the server dropped it: the unit's first query opens a new one
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+def _settle(
+    future: asyncio.Future[Any],
+    result: Any,
+    error: BaseException | None,
+    abandoned: Callable[[Any], None] | None = None,
+) -> None:
     if future.cancelled():
+        if abandoned is not None and error is None:
+            abandoned(result)
         return
     if error is not None:
         future.set_exception(error)
