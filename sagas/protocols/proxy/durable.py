@@ -15,7 +15,8 @@ import functools
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -49,7 +50,7 @@ from sagas.protocols.proxy.elicited import (
     input_required,
     verdict,
 )
-from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT, Forwarder
+from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT, Forwarder, Recorder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.raw_channel import text_of_json
@@ -60,6 +61,9 @@ from sagas.protocols.proxy.unsent_answers import carried_out_elsewhere, dry_resu
 from sagas.proxied_facts import Approvers, CallFacts, HeldAs, SessionFacts
 
 logger = logging.getLogger("sagas.protocols.proxy")
+Sent = TypeVar("Sent")
+# How a read is sent once checked: Forwarder.forward (the SDK path) or forward_plain (the fast path).
+Forward = Callable[[ProxiedCall, dict[str, Any], Recorder], Awaitable[Sent]]
 
 # How often a held call asks whether it was decided (one indexed read; an approval is carried out within it), and
 # how often it tells the client it is still waiting (a progress notification, the first one at once).
@@ -147,6 +151,10 @@ class DurableCallPath:
     async def _read_behind(self, request: ProxiedCall, facts: CallFacts) -> types.CallToolResult | None:
         """Check that the read would be forwarded now, forward it and have its step written behind the answer;
         None when the check does not clear it (the write-ahead path then decides and journals it)."""
+        return await self.read_behind(request, facts, self.forwarder.forward)
+
+    async def read_behind(self, request: ProxiedCall, facts: CallFacts, forward: Forward[Sent]) -> Sent | None:
+        """_read_behind with the forward of the caller's choice (the fast path's relays the answer as it came)."""
         principal, client = request.principal, request.client
         session = self.known_session(principal, client) or await self._session(principal, client)
         if not await self.read_cleared(principal.tenant_id, session.saga_id):
@@ -155,11 +163,11 @@ class DurableCallPath:
         step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
 
         async def record(started: float, outcome: dict[str, Any]) -> None:
-            principal, arguments = request.principal, request.arguments
+            arguments = request.arguments
             line = ReadLine(principal, session.saga_id, step_id, facts, arguments, outcome, started, now())
             self.behind.submit(line)
 
-        return await self.forwarder.forward(request, {"step_id": step_id}, record)
+        return await forward(request, {"step_id": step_id}, record)
 
     async def read_cleared(self, tenant_id: str, saga_id: str) -> bool:
         """`may_read_now`: by one statement on the quick check's own connection, else on a journal thread (then

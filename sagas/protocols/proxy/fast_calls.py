@@ -34,7 +34,6 @@ import functools
 import json
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +45,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, READ, can
-from sagas.protocols.proxy.behind import ReadLine, now, write_finish
+from sagas.protocols.proxy.behind import write_finish
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
@@ -235,21 +234,8 @@ class FastCalls:
             return await _protocol_errors(path.forwarder.forward_plain(request, begun, record))
 
     async def _read(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
-        """As DurableCallPath._read_behind: checked, forwarded, journaled behind the answer."""
-        path = self.path
-        principal, client = request.principal, request.client
-        session = path.known_session(principal, client) or await path._session(principal, client)
-        if not await path.read_cleared(principal.tenant_id, session.saga_id):
-            return None
-        step_id = str(uuid.uuid4())  # its step's id, and so its idempotency key, before the read is sent
-
-        async def record(started: float, outcome: dict[str, Any]) -> None:
-            line = ReadLine(
-                request.principal, session.saga_id, step_id, facts, request.arguments, outcome, started, now()
-            )
-            path.behind.submit(line)
-
-        return await _protocol_errors(path.forwarder.forward_plain(request, {"step_id": step_id}, record))
+        """As the SDK path's read behind its answer: checked, forwarded (relayed as it came), journaled behind."""
+        return await _protocol_errors(self.path.read_behind(request, facts, self.path.forwarder.forward_plain))
 
 
 Answer = dict[str, Any] | types.CallToolResult | MCPError
