@@ -111,7 +111,7 @@ def test_plain_calls_take_the_fast_path_and_are_answered_and_journaled_as_on_the
     # Each call carried its step's id as its idempotency key, on both paths.
     for session in (fast, slow):
         keys = [c["params"]["_meta"]["io.semantic-saga/idempotency_key"] for c in session["calls"]]
-        assert keys == [step["id"] for step in session["steps"]]
+        assert sorted(keys) == sorted(step["id"] for step in session["steps"])  # the last three race each other
 
     # The same answers: the result as the server sent it (its extra field passed on, on the fast path)...
     read = fast["answers"]["read-2"]["result"]
