@@ -120,6 +120,16 @@ class CallOutcome(Facts):
     post_state: Any = None
 
 
+class FinishedCall(Facts):
+    """A forwarded call's outcome, recorded in the transaction that begins its session's next call (the proxy's
+    fast path folds the two: sagas.protocols.proxy.pending_finishes): the step, the fence it was begun under, and
+    what the downstream did."""
+
+    step_id: str
+    fence: int
+    outcome: CallOutcome
+
+
 class BehindRead(Facts):
     """A read answered before its step was written (sagas.protocols.proxy.behind): its facts, arguments, the step id
     it carried as idempotency key, and its outcome; several of one session are written in one transaction."""

@@ -18,7 +18,7 @@ from sagas import coordinator, selectors
 from sagas.operations.arguments import Args
 from sagas.operations.operation import READ, Hints, Operation
 from sagas.operations.schemas import Output
-from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, SessionFacts
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, FinishedCall, SessionFacts
 
 R, X = Capability.READ, Capability.EXECUTE
 CALL = "The downstream tool's facts the proxy computed (sagas.proxied_facts.CallFacts): tool, definition, class, gate."
@@ -35,7 +35,7 @@ class SessionOpenArgs(ProxyArgs):
     preview: bool = Field(default=False, description="true: a preview session (reads run, nothing else does).")
 
 
-class CallBeginArgs(ProxyArgs):
+class CallArgs(ProxyArgs):
     saga_id: str = Field(description="The session's saga.")
     call: CallFacts = Field(description=CALL)
     arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
@@ -46,7 +46,15 @@ class CallBeginArgs(ProxyArgs):
     )
 
 
-class HeldCallArgs(CallBeginArgs):
+class CallBeginArgs(CallArgs):
+    finished: list[FinishedCall] = Field(
+        default_factory=list,
+        description="Outcomes of the session's earlier forwarded calls, recorded first in the same transaction "
+        "(each as proxy_call_finish records it); when the begin fails, none of them is written.",
+    )
+
+
+class HeldCallArgs(CallArgs):
     node_id: str = Field(description="The held call (its node id).")
 
 
@@ -103,7 +111,7 @@ def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
 
 def call_begin(actor: Principal, a: CallBeginArgs) -> dict[str, Any]:
     begun = coordinator.proxy_call_begin(
-        actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id
+        actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id, finished=a.finished
     )
     return dataclasses.asdict(begun)
 

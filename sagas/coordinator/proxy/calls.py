@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from audit.canonical import sha256_hex
@@ -49,7 +50,7 @@ from sagas.coordinator.sagas import begin
 from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
-from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, SessionFacts
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, FinishedCall, SessionFacts
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
@@ -69,6 +70,7 @@ def proxy_call_begin(
     call: CallFacts,
     arguments: dict[str, Any],
     step_id: uuid.UUID | None = None,
+    finished: Sequence[FinishedCall] = (),
 ) -> Begun:
     """Journal one proxied call and decide what happens to it (the table in the module docstring).
 
@@ -78,12 +80,23 @@ def proxy_call_begin(
     Errors: PROXY_SESSION_NOT_ACTIVE (the session was committed, rolled back or waits for an operator),
     PROXIED_CONTRACT_INVALID, INVALID_INPUT, HELD_CALLS_LIMIT (held_calls). `step_id`, when the proxy chose it
     before sending (a read journaled behind its answer, which carried it as idempotency key), names the new step.
+    `finished`: outcomes of the session's earlier forwarded calls, recorded first in the same transaction exactly
+    as `proxy_call_finish` records each (one commit for both, where the proxy's next call follows at once); an
+    error writes none of them, and the caller records them on their own.
     """
     authorize(actor, EXECUTE, "execute")
     pinned = snapshot(call)
-    with locked_saga(saga_id, actor) as tx:
-        _require_live_session(tx)
-        begun = _decide(tx, pinned, call, arguments, {"id": step_id} if step_id else {})
+    handles = [KEPT_LEASES.pop(_uuid(done.step_id), None) for done in finished]
+    try:
+        with locked_saga(saga_id, actor) as tx:
+            for done in finished:
+                _finish(tx, done.step_id, done.fence, done.outcome)
+            _require_live_session(tx)
+            begun = _decide(tx, pinned, call, arguments, {"id": step_id} if step_id else {})
+    except BaseException:
+        _keep_again(finished, handles)  # nothing was written: their leases stay kept until they are recorded
+        raise
+    _let_go(handles)
     if begun.outcome == "forward":
         KEPT_LEASES[uuid.UUID(begun.step_id)] = keep_alive(LeaseRef(Step, uuid.UUID(begun.step_id), begun.fence))
     elif begun.outcome == "held" and call.held_as == "request":
@@ -165,21 +178,36 @@ def proxy_call_finish(*, actor: Principal, saga_id: object, step_id: object, fen
     Effects: step (and the held call's node) COMPLETED or FAILED; audit STEP_COMPLETED or STEP_FAILED.
     """
     authorize(actor, EXECUTE, "execute")
-    step_pk = _uuid(step_id)
-    handle = KEPT_LEASES.pop(step_pk, None)
+    handle = KEPT_LEASES.pop(_uuid(step_id), None)
     try:
         with locked_saga(saga_id, actor) as tx:
-            step = statements.step_of_saga(step_pk, tx.saga.pk)
-            if step is not None and step.node_id is not None:
-                step.node = statements.node_by_id(step.node_id)
-            if step is None:
-                raise NotFound("STEP_NOT_FOUND", f"Step {step_id} is not a step of saga {tx.saga.id}.")
-            if _still_ours(tx, step, fence):
-                _record(tx, step, outcome)
+            step = _finish(tx, step_id, fence, outcome)
     finally:
+        _let_go([handle])
+    return step
+
+
+def _finish(tx: Tx, step_id: object, fence: int, outcome: CallOutcome) -> Step:
+    step = statements.step_of_saga(_uuid(step_id), tx.saga.pk)
+    if step is not None and step.node_id is not None:
+        step.node = statements.node_by_id(step.node_id)
+    if step is None:
+        raise NotFound("STEP_NOT_FOUND", f"Step {step_id} is not a step of saga {tx.saga.id}.")
+    if _still_ours(tx, step, fence):
+        _record(tx, step, outcome)
+    return step
+
+
+def _keep_again(finished: Sequence[FinishedCall], handles: list[int | None]) -> None:
+    for done, handle in zip(finished, handles, strict=True):
+        if handle is not None:
+            KEPT_LEASES[_uuid(done.step_id)] = handle
+
+
+def _let_go(handles: list[int | None]) -> None:
+    for handle in handles:
         if handle is not None:
             let_go(handle)
-    return step
 
 
 def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts) -> Begun:

@@ -39,7 +39,7 @@ from governance.policy import engine as governance_policy
 from sagas.models import Saga
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome
+from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, FinishedCall
 from sagas.states import SagaStatus
 
 logger = logging.getLogger("sagas.protocols.proxy")
@@ -170,16 +170,12 @@ class ReadLine:
         return BehindRead(call=self.call, arguments=self.arguments, step_id=self.step_id, outcome=outcome)
 
 
-def write_finish(
-    principal: Principal, begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float
-) -> None:
-    """`proxy_call_finish` of a call begun ahead (`begun`), written behind (on the write-behind thread), as
-    Forwarder.record records it: a forwarded call's outcome just after its answer, or a call begun for a client that
-    went away before it was sent."""
+def finished_call(begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float) -> FinishedCall:
+    """A call begun ahead (`begun`) and what came of it, to record as Forwarder.record records it: a forwarded
+    call's outcome just after its answer, or a call begun for a client that went away before it was sent."""
     duration_ms = round((finished - started) * 1000, 3)
     recorded = CallOutcome.model_validate({**outcome, "duration_ms": duration_ms})
-    arguments = {"saga_id": begun["saga_id"], "step_id": begun["step_id"], "fence": int(begun["fence"])}
-    invoke(OPERATIONS["proxy_call_finish"], principal, {**arguments, "outcome": recorded})
+    return FinishedCall(step_id=str(begun["step_id"]), fence=int(begun["fence"]), outcome=recorded)
 
 
 def write_withdraw(principal: Principal, begun: dict[str, Any], call: CallFacts, arguments: dict[str, Any]) -> None:

@@ -30,7 +30,7 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp.tasks.negotiation import requested
 from sagas.protocols.mcp.tasks.service import TaskService
-from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, may_read_now, now, write_finish, write_withdraw
+from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, finished_call, may_read_now, now, write_withdraw
 from sagas.protocols.proxy.calls import (
     ClientIdentity,
     ProxiedCall,
@@ -53,6 +53,7 @@ from sagas.protocols.proxy.elicited import (
 from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT, Forwarder, Recorder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
 from sagas.protocols.proxy.journal import Journal, WriteBehind
+from sagas.protocols.proxy.pending_finishes import PendingFinishes, begin_folding, write_finished
 from sagas.protocols.proxy.raw_channel import text_of_json
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
@@ -79,6 +80,7 @@ class DurableCallPath:
         self.client_sessions = ClientSessions(self._open_session, str(config.path))
         self.journal = Journal()
         self.behind = WriteBehind()  # reads' journal lines, written after their answers
+        self.finishes = PendingFinishes(self.behind)  # the fast path's outcomes, folded into the next begin
         self.quick = QuickReadCheck()  # whether a read may go now, asked on the event loop
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
@@ -165,6 +167,7 @@ class DurableCallPath:
         async def record(started: float, outcome: dict[str, Any]) -> None:
             arguments = request.arguments
             line = ReadLine(principal, session.saga_id, step_id, facts, arguments, outcome, started, now())
+            self.finishes.flush(principal, session.saga_id)  # the outcomes of the calls before it go first
             self.behind.submit(line)
 
         return await forward(request, {"step_id": step_id}, record)
@@ -393,10 +396,12 @@ class DurableCallPath:
         await self.forwarder.record(principal, begun, started, outcome)
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
-        unit = functools.partial(invoke, OPERATIONS[name], principal, arguments)
         if name != "proxy_call_begin":
-            return await self.journal.run(unit)
+            self.finishes.flush_all()  # outcomes parked for a next begin are written before anything after them
+            return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
         await self.behind.drained()  # after the reads before it: a session's ledger keeps the order of its calls
+        finished = self.finishes.take(principal, str(arguments["saga_id"]))
+        unit = functools.partial(begin_folding, principal, arguments, finished)
         return await self.journal.run(unit, abandoned=functools.partial(self._begun_for_nobody, principal, arguments))
 
     def _begun_for_nobody(self, principal: Principal, begin: dict[str, Any], begun: dict[str, Any]) -> None:
@@ -405,12 +410,14 @@ class DurableCallPath:
         left EXECUTING or held, under a lease this process keeps alive, until the sweep calls it uncertain."""
         if begun.get("outcome") == "forward":
             outcome = {"kind": "not_sent", "reason": GONE_BEFORE_SENT, "max_result_bytes": self.config.max_result_bytes}
-            self.behind.submit(functools.partial(write_finish, principal, begun, outcome, now(), now()), at_once=True)
+            done = finished_call(begun, outcome, now(), now())
+            self.behind.submit(functools.partial(write_finished, principal, begun["saga_id"], done), at_once=True)
         elif begun.get("outcome") == "held" and begin["call"].held_as == "request":
             unit = functools.partial(write_withdraw, principal, begun, begin["call"], begin["arguments"])
             self.behind.submit(unit, at_once=True)
 
     async def aclose(self) -> None:
+        self.finishes.flush_all()
         await anyio.to_thread.run_sync(self.behind.close)  # the reads' journal lines still queued are written first
         await anyio.to_thread.run_sync(self.journal.close)
         self.quick.close()

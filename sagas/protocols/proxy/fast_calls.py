@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import time
@@ -45,7 +44,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, READ, can
-from sagas.protocols.proxy.behind import write_finish
+from sagas.protocols.proxy.behind import finished_call
 from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
@@ -228,8 +227,8 @@ class FastCalls:
                 return await path._after_begin(request, facts, begun)
 
             async def record(started: float, outcome: dict[str, Any]) -> None:
-                finish = functools.partial(write_finish, request.principal, begun, outcome, started, time.monotonic())
-                path.behind.submit(finish, at_once=True)  # just after the answer; before the session's next call
+                done = finished_call(begun, outcome, started, time.monotonic())
+                path.finishes.park(request.principal, begun["saga_id"], done)  # folded into the next call's begin
 
             return await _protocol_errors(path.forwarder.forward_plain(request, begun, record))
 
