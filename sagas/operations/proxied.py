@@ -15,6 +15,7 @@ from pydantic import Field
 from governance.identity.principal import Principal
 from governance.identity.rbac import Capability
 from sagas import coordinator, selectors
+from sagas.coordinator import Begun
 from sagas.operations.arguments import Args
 from sagas.operations.operation import READ, Hints, Operation
 from sagas.operations.schemas import Output
@@ -104,6 +105,11 @@ DECISION = Output("HeldCallDecision", {"type": "object", "properties": {"decisio
 NODE = Output("HeldCallNode", {"type": "object", "properties": {"node_id": {"type": "string"}}})
 
 
+def _begun(begun: Begun) -> dict[str, Any]:
+    """The answer's fields as they are (dataclasses.asdict would deep-copy the facts, made fresh for this call)."""
+    return {field.name: getattr(begun, field.name) for field in dataclasses.fields(begun)}
+
+
 def session_open(actor: Principal, a: SessionOpenArgs) -> dict[str, Any]:
     saga = coordinator.proxy_session_open(actor=actor, session=a.session, preview=a.preview)
     return {"saga_id": str(saga.id)}
@@ -113,21 +119,21 @@ def call_begin(actor: Principal, a: CallBeginArgs) -> dict[str, Any]:
     begun = coordinator.proxy_call_begin(
         actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id, finished=a.finished
     )
-    return dataclasses.asdict(begun)
+    return _begun(begun)
 
 
 def call_release(actor: Principal, a: HeldCallArgs) -> dict[str, Any]:
     begun = coordinator.proxy_call_release(
         actor=actor, saga_id=a.saga_id, node_id=a.node_id, call=a.call, arguments=a.arguments
     )
-    return dataclasses.asdict(begun)
+    return _begun(begun)
 
 
 def call_withdraw(actor: Principal, a: WithdrawArgs) -> dict[str, Any]:
     begun = coordinator.proxy_call_withdraw(
         actor=actor, saga_id=a.saga_id, node_id=a.node_id, why=a.why, call=a.call, arguments=a.arguments
     )
-    return dataclasses.asdict(begun)
+    return _begun(begun)
 
 
 def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
@@ -139,7 +145,7 @@ def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
 
 def reads_record(actor: Principal, a: ReadsRecordArgs) -> dict[str, Any]:
     begun = coordinator.proxy_reads_record(actor=actor, saga_id=a.saga_id, reads=a.reads)
-    return {"begun": [dataclasses.asdict(b) for b in begun]}
+    return {"begun": [_begun(b) for b in begun]}
 
 
 def client_decision(actor: Principal, a: ClientDecisionArgs) -> dict[str, Any]:

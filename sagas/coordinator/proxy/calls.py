@@ -51,6 +51,7 @@ from sagas.coordinator.sql import statements
 from sagas.errors import InvalidInput, InvalidTransition, NotFound
 from sagas.models import Node, Saga, Step
 from sagas.proxied_facts import BehindRead, CallFacts, CallOutcome, FinishedCall, SessionFacts
+from sagas.selectors.scope import parse_uuid
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 
@@ -87,10 +88,13 @@ def proxy_call_begin(
     authorize(actor, EXECUTE, "execute")
     pinned = snapshot(call)
     handles = [KEPT_LEASES.pop(_uuid(done.step_id), None) for done in finished]
+    saga_pk = parse_uuid(saga_id)
+    # Their steps are read with the lock, in its round trip on PostgreSQL.
+    steps = [statements.step_of_saga_query(_uuid(done.step_id), saga_pk) for done in finished] if saga_pk else []
     try:
-        with locked_saga(saga_id, actor) as tx:
-            for done in finished:
-                _finish(tx, done.step_id, done.fence, done.outcome)
+        with locked_saga(saga_id, actor, also=steps) as tx:
+            for done, found in zip(finished, tx.also_rows, strict=True):
+                _finish(tx, statements.step_from(found), done.step_id, done.fence, done.outcome)
             _require_live_session(tx)
             begun = _decide(tx, pinned, call, arguments, {"id": step_id} if step_id else {})
     except BaseException:
@@ -181,14 +185,13 @@ def proxy_call_finish(*, actor: Principal, saga_id: object, step_id: object, fen
     handle = KEPT_LEASES.pop(_uuid(step_id), None)
     try:
         with locked_saga(saga_id, actor) as tx:
-            step = _finish(tx, step_id, fence, outcome)
+            step = _finish(tx, statements.step_of_saga(_uuid(step_id), tx.saga.pk), step_id, fence, outcome)
     finally:
         _let_go([handle])
     return step
 
 
-def _finish(tx: Tx, step_id: object, fence: int, outcome: CallOutcome) -> Step:
-    step = statements.step_of_saga(_uuid(step_id), tx.saga.pk)
+def _finish(tx: Tx, step: Step | None, step_id: object, fence: int, outcome: CallOutcome) -> Step:
     if step is not None and step.node_id is not None:
         step.node = statements.node_by_id(step.node_id)
     if step is None:

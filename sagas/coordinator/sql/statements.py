@@ -116,6 +116,16 @@ def step_of_saga(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> Step | None:
     return rows.select_one(Step, step_pk, saga=saga_pk)
 
 
+def step_of_saga_query(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> SqlQuery:
+    """step_of_saga's query, to pass as `lock_saga(also=...)`; see `step_from`."""
+    return rows.select_one_query(Step, step_pk, saga=saga_pk)
+
+
+def step_from(found: list[tuple[Any, ...]]) -> Step | None:
+    """The step of a `step_of_saga_query`'s rows, or None when it is not there."""
+    return rows.from_row(Step, found[0]) if found else None
+
+
 def node_by_id(node_pk: uuid.UUID) -> Node | None:
     return rows.select_one(Node, node_pk)
 
