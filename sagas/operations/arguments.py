@@ -7,6 +7,7 @@ strings with conversion (they are text).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +22,8 @@ from sagas.states import SagaStatus
 def storable_problem(value: object, where: str, depth: int = 0, *, bound_strings: bool = True) -> str | None:
     """What makes `value` unstorable, if anything: text no database column can hold (a NUL character, which
     PostgreSQL refuses in text and jsonb, or an unpaired UTF-16 surrogate from a JSON escape), or nesting deeper
-    than SAGA_MAX_ARGUMENT_DEPTH (stored, it would come back in answers some clients' parsers refuse to read), or a
+    than SAGA_MAX_ARGUMENT_DEPTH (stored, it would come back in answers some clients' parsers refuse to read), or
+    NaN or an infinity (JSON has no such numbers: PostgreSQL's jsonb and SQLite's JSON check refuse them), or a
     string (a key too) longer than SAGA_MAX_ARGUMENT_STRING_BYTES (stored, every read of the saga would carry it)
     unless `bound_strings` is false."""
     if depth > settings.SAGA_MAX_ARGUMENT_DEPTH:
@@ -42,6 +44,8 @@ def storable_problem(value: object, where: str, depth: int = 0, *, bound_strings
                 f"{settings.SAGA_MAX_ARGUMENT_STRING_BYTES} bytes (SAGA_MAX_ARGUMENT_STRING_BYTES). Keep large "
                 "content elsewhere and pass a reference to it (a URL, a file name, an id)"
             )
+    elif isinstance(value, float) and not math.isfinite(value):
+        return f"{where} is {value!r}, a number JSON cannot carry and no database column stores; send a finite number"
     elif isinstance(value, dict):
         for key, item in value.items():
             problem = storable_problem(key, f"{where} (a key)", depth + 1, bound_strings=bound_strings)

@@ -8,6 +8,7 @@ Logs, and the stderr of stdio downstream servers, go to stderr so they never cor
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import gc
 import logging
@@ -63,6 +64,14 @@ class Command(BaseCommand):
 
     @staticmethod
     async def _serve(proxy: Proxy, principal: Principal) -> None:
+        with anyio.CancelScope() as serving:
+            # From here SIGTERM stops the proxy as the end of the agent's input does, at the next await of each task
+            # (never between a call's answer and the line that records it, which no await separates).
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, _stop_serving, serving)
+            await Command._serve_until_stopped(proxy, principal)
+
+    @staticmethod
+    async def _serve_until_stopped(proxy: Proxy, principal: Principal) -> None:
         async with proxy.running():
             # What is loaded by now (Django, the SDK, the catalog: some hundred thousand objects) stays for the
             # session: out of the collector's sight, a full collection during a call walks the call's objects only
@@ -85,10 +94,22 @@ class Command(BaseCommand):
 STOP_GRACE_SECONDS = 10.0
 
 
-def _stop_as_on_ctrl_c(signum: int, frame: object) -> None:
-    """SIGTERM, as supervisors and clients stop a child: shut down as on Ctrl-C (journal, leases, downstreams), not
-    vanish with the reads' lines still queued; then exit even if stdin is still open."""
+def _stop_serving(serving: anyio.CancelScope) -> None:
+    """SIGTERM while serving: cancel the session's tasks, whose shutdown then runs as on the end of the input
+    (calls still out recorded, the journal closed with nothing lost), and exit even if that hangs."""
+    _exit_after_grace(signal.SIGTERM)
+    serving.cancel()
+
+
+def _exit_after_grace(signum: int) -> None:
     deadline = threading.Timer(STOP_GRACE_SECONDS, os._exit, args=(128 + signum,))
     deadline.daemon = True  # a shutdown that finishes sooner exits sooner
     deadline.start()
+
+
+def _stop_as_on_ctrl_c(signum: int, frame: object) -> None:
+    """SIGTERM, as supervisors and clients stop a child: shut down as on Ctrl-C (journal, leases, downstreams), not
+    vanish with the reads' lines still queued; then exit even if stdin is still open. (While the proxy starts; once
+    it serves, `_stop_serving` takes SIGTERM.)"""
+    _exit_after_grace(signum)
     raise KeyboardInterrupt

@@ -167,6 +167,13 @@ def refused_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
     return _error(text, request, "refused", reason)
 
 
+def unjournalable_result(request: ProxiedCall, problem: str) -> types.CallToolResult:
+    """A call whose arguments the journal cannot store (sagas.operations.arguments.storable_problem): refused before
+    anything is written or sent, in words that let the agent fix the call."""
+    text = f"{request.exposed_name} did not run and was not sent: {problem}. Fix the arguments and call it again."
+    return _error(text, request, "refused", problem)
+
+
 def not_sent_result(request: ProxiedCall, reason: str) -> types.CallToolResult:
     text = (
         f"{request.exposed_name} did not run: {reason}. Nothing was sent to that server, so nothing changed. The "

@@ -10,6 +10,7 @@ journaled".
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -26,6 +27,7 @@ from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
 from governance.policy.gates import GateDecision
+from sagas.operations.arguments import storable_problem
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp.tasks.negotiation import requested
@@ -37,6 +39,7 @@ from sagas.protocols.proxy.calls import (
     ProxiedRead,
     ReadAnswer,
     refused_result,
+    unjournalable_result,
 )
 from sagas.protocols.proxy.client_sessions import ClientSessions, Session
 from sagas.protocols.proxy.downstream import (
@@ -103,6 +106,8 @@ class DurableCallPath:
             )
         if request.request_state is not None:  # 2026-07-28: back with the person's answer to a held call
             return await self._resumed(request)
+        if problem := storable_problem(request.arguments, "arguments", bound_strings=False):
+            return unjournalable_result(request, problem)  # nothing the journal can refuse reaches the database
         try:
             fresh = await self._fresh(request)
             if fresh is None:
@@ -417,9 +422,13 @@ class DurableCallPath:
             self.behind.submit(unit, at_once=True)
 
     async def aclose(self) -> None:
-        self.finishes.flush_all()
-        await anyio.to_thread.run_sync(self.behind.close)  # the reads' journal lines still queued are written first
+        """Stop journaling, losing nothing: the begins still queued commit first (a begin whose caller went away
+        meanwhile hands the write-behind thread its 'not sent' outcome, on this loop), then everything parked or
+        queued behind is written."""
         await anyio.to_thread.run_sync(self.journal.close)
+        await asyncio.sleep(0)  # the last begins' answers, handed to this loop by their threads, are taken now
+        self.finishes.flush_all()
+        await anyio.to_thread.run_sync(self.behind.close)
         self.quick.close()
 
 

@@ -44,8 +44,9 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 from governance.errors import ServiceError
 from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, READ, can
+from sagas.operations.arguments import storable_problem
 from sagas.protocols.proxy.behind import finished_call
-from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result
+from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_result, unjournalable_result
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.elicited import can_ask
@@ -216,6 +217,8 @@ class FastCalls:
 
     async def _respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
         path = self.path
+        if problem := storable_problem(request.arguments, "arguments", bound_strings=False):
+            return unjournalable_result(request, problem)  # as the SDK path: refused before anything is written
         with path.behind.busy():
             try:
                 if facts.effect_class == "read":
