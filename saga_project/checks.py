@@ -68,8 +68,10 @@ def otel_endpoint_check(**kwargs: Any) -> list[CheckMessage]:
 
 @register(TAG)
 def database_pool_check(**kwargs: Any) -> list[CheckMessage]:
-    """A pool psycopg would refuse fails only at the first query, long after start-up (saga_project.database)."""
-    problem = pool_problem(settings.DATABASES["default"])
+    """A pool psycopg would refuse fails only at the first query, long after start-up (saga_project.database). The
+    operator verbs connect without the pool, and are still refused one configured wrong (saga_project.operator_settings
+    keeps it as SAGA_CONFIGURED_DATABASE)."""
+    problem = pool_problem(getattr(settings, "SAGA_CONFIGURED_DATABASE", settings.DATABASES["default"]))
     if problem is None:
         return []
     return [

@@ -21,6 +21,7 @@ first (saga_project.cli), so the schema is always the whole project's.
 from __future__ import annotations
 
 from saga_project.settings import *  # noqa: F403  (everything else exactly as configured)
+from saga_project.settings import DATABASES as CONFIGURED_DATABASES
 from saga_project.settings import INSTALLED_APPS as FULL_INSTALLED_APPS
 
 # Apps kept as they are, in the full list's order; then sagas and the project, each with its operator config.
@@ -38,3 +39,22 @@ urlpatterns: list[object] = []
 # Nor does a request pass through middleware (the session and message apps are not even installed): listed, each
 # class would be imported by auth's system check only to be looked at.
 MIDDLEWARE = []
+
+# Nor is a page rendered: no template engine, which the template checks would otherwise build (and load every
+# template tag library) only to look at.
+TEMPLATES = []
+
+# One command, one query or a few: one connection, opened when the command first needs it. PostgreSQL's connection
+# pool (on by default, saga_project.database) would start its threads and open a second connection for a process
+# that ends at once. The pool as configured is still what the start-up check judges (saga.E042 reads
+# SAGA_CONFIGURED_DATABASE).
+SAGA_CONFIGURED_DATABASE = CONFIGURED_DATABASES["default"]
+DATABASES = {
+    alias: {**database, "OPTIONS": {k: v for k, v in database.get("OPTIONS", {}).items() if k != "pool"}}
+    for alias, database in CONFIGURED_DATABASES.items()
+}
+
+# Django's logging set-up builds its mail_admins handler (which mails nothing while ADMINS is empty) with this class,
+# and importing django.views.debug to find it loads the error page's views and template libraries: here the class is
+# imported when a report is made (saga_project.operator_reporting).
+DEFAULT_EXCEPTION_REPORTER = "saga_project.operator_reporting.ExceptionReporter"

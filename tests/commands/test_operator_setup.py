@@ -41,6 +41,13 @@ HEAVY = (
     "registry.tool_poisoning",
     "django.db.migrations.autodetector",
     "django.contrib.auth.views",
+    # Django's error page (its logging's mail_admins handler resolves the reporter class, here
+    # saga_project.operator_reporting's) and the template engine's tag libraries (no TEMPLATES here).
+    "django.views.debug",
+    "django.template.defaulttags",
+    "django.template.defaultfilters",
+    # One connection, no pool (PostgreSQL's; not imported on SQLite either way).
+    "psycopg_pool",
 )
 MODULES_MARK = "LOADED-MODULES:"
 # Prints what the process loaded, once the command has run (whatever its exit status).
@@ -115,3 +122,61 @@ def test_a_nudge_from_a_process_without_tasks_is_dropped_with_a_warning(caplog: 
         nudges._send("sagas.tasks.no_such_task", {"saga_id": "s", "node_id": "n"}, 0.0)
 
     assert "the recovery sweep will send it" in caplog.text
+
+
+def test_an_operator_verb_ends_with_its_status_its_output_and_its_exit_handlers(migrated_home: Path):
+    """A failing verb: the command's error and status 1, and the atexit handlers (the probe's list of modules is
+    one) run."""
+    modules, done = loaded_by(["ledger", "--session", "no-such-session"], migrated_home)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError: PROXY_SESSION_NOT_FOUND"), done.stderr
+    assert "saga_project.operator_settings" in modules
+
+
+def test_an_operator_verb_connects_without_the_pool_but_the_configured_pool_is_checked(tmp_path: Path):
+    """PostgreSQL's pool is left out of the operator settings' DATABASES; a pool configured wrong still stops the
+    verb at start with saga.E042 (before any connection: no server needed)."""
+    env = bare_env(
+        tmp_path,
+        DATABASE_URL="postgresql://postgres@127.0.0.1:5432/no-such-database",
+        SECRET_KEY="k" * 60,
+        SAGA_DB_POOL_MIN_SIZE="4",
+        SAGA_DB_POOL_MAX_SIZE="2",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "saga_project.cli", "status"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+
+    assert done.returncode == 1, done.stderr
+    assert "saga.E042" in done.stderr and "SAGA_DB_POOL_MAX_SIZE" in done.stderr
+
+
+def test_the_operator_settings_keep_the_configured_database_for_the_check():
+    from django.conf import settings
+
+    from saga_project import operator_settings
+
+    assert settings.DATABASES["default"] == operator_settings.SAGA_CONFIGURED_DATABASE
+    assert "pool" not in operator_settings.DATABASES["default"]["OPTIONS"]
+    assert operator_settings.TEMPLATES == []
+
+
+def test_the_operator_exception_reporter_is_djangos():
+    from django.views.debug import ExceptionReporter as DjangoExceptionReporter
+
+    from saga_project.operator_reporting import ExceptionReporter
+
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        reporter = ExceptionReporter(None, *sys.exc_info(), is_email=True)
+
+    assert type(reporter) is DjangoExceptionReporter
+    assert "ValueError" in reporter.get_traceback_text()
