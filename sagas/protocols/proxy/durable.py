@@ -10,9 +10,7 @@ journaled".
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import functools
 import logging
 import time
 import uuid
@@ -28,11 +26,9 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import EXECUTE, can
 from governance.policy.gates import GateDecision
 from sagas.operations.arguments import storable_problem
-from sagas.operations.invoke import invoke
-from sagas.operations.table import OPERATIONS
 from sagas.protocols.mcp.tasks.negotiation import requested
 from sagas.protocols.mcp.tasks.service import TaskService
-from sagas.protocols.proxy.behind import QuickReadCheck, ReadLine, finished_call, may_read_now, now, write_withdraw
+from sagas.protocols.proxy.behind import ReadLine, now
 from sagas.protocols.proxy.calls import (
     ClientIdentity,
     ProxiedCall,
@@ -53,10 +49,9 @@ from sagas.protocols.proxy.elicited import (
     input_required,
     verdict,
 )
-from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT, Forwarder, Recorder
+from sagas.protocols.proxy.forwarding import Forwarder, Recorder
 from sagas.protocols.proxy.held_tasks import HELD_CALL, HeldCallTasks
-from sagas.protocols.proxy.journal import Journal, WriteBehind
-from sagas.protocols.proxy.pending_finishes import PendingFinishes, begin_folding, write_finished
+from sagas.protocols.proxy.journaling import ProxyJournal
 from sagas.protocols.proxy.raw_channel import text_of_json
 from sagas.protocols.proxy.reads import journaled_read
 from sagas.protocols.proxy.specs import ProxyConfig, ServerSpec
@@ -81,10 +76,9 @@ class DurableCallPath:
         self.config = config
         self.packs = config.packs.in_force(capture_enabled=config.capture)
         self.client_sessions = ClientSessions(self._open_session, str(config.path))
-        self.journal = Journal()
-        self.behind = WriteBehind()  # reads' journal lines, written after their answers
-        self.finishes = PendingFinishes(self.behind)  # the fast path's outcomes, folded into the next begin
-        self.quick = QuickReadCheck()  # whether a read may go now, asked on the event loop
+        self.journaling = ProxyJournal(config.max_result_bytes)
+        journaling = self.journaling
+        self.journal, self.behind, self.finishes = journaling.journal, journaling.behind, journaling.finishes
         # What each tool's class and gate may be, given its pinned definition (sagas.protocols.proxy.trust).
         self.trust = ToolTrust(self.journal, config.rules, self.packs, config.gates, trust_modes(config))
         downstreams.subscribe(listening(self.trust, lambda: downstreams.catalog, downstreams.first_catalog))
@@ -178,14 +172,7 @@ class DurableCallPath:
         return await forward(request, {"step_id": step_id}, record)
 
     async def read_cleared(self, tenant_id: str, saga_id: str) -> bool:
-        """`may_read_now`: by one statement on the quick check's own connection, else on a journal thread (then
-        the quick connection is opened, or opened again after a failure, for the next reads)."""
-        cleared = self.quick(tenant_id, saga_id)
-        if cleared is None:
-            cleared = await self.journal.run(functools.partial(may_read_now, tenant_id, saga_id))
-            if self.quick.due():
-                await self.journal.run(self.quick.open)
-        return cleared
+        return await self.journaling.read_cleared(tenant_id, saga_id)
 
     async def _after_begin(self, request: ProxiedCall, facts: CallFacts, begun: dict[str, Any]) -> types.CallToolResult:
         if begun["outcome"] == "held":
@@ -401,35 +388,10 @@ class DurableCallPath:
         await self.forwarder.record(principal, begun, started, outcome)
 
     async def _op(self, name: str, principal: Principal, **arguments: Any) -> dict[str, Any]:
-        if name != "proxy_call_begin":
-            self.finishes.flush_all()  # outcomes parked for a next begin are written before anything after them
-            return await self.journal.run(functools.partial(invoke, OPERATIONS[name], principal, arguments))
-        await self.behind.drained()  # after the reads before it: a session's ledger keeps the order of its calls
-        finished = self.finishes.take(principal, str(arguments["saga_id"]))
-        unit = functools.partial(begin_folding, principal, arguments, finished)
-        return await self.journal.run(unit, abandoned=functools.partial(self._begun_for_nobody, principal, arguments))
-
-    def _begun_for_nobody(self, principal: Principal, begin: dict[str, Any], begun: dict[str, Any]) -> None:
-        """A call's begin committed after its client went away (the caller was cancelled meanwhile): nothing was
-        sent, so a forwarded step is finished not sent and a call held on its request is withdrawn, rather than
-        left EXECUTING or held, under a lease this process keeps alive, until the sweep calls it uncertain."""
-        if begun.get("outcome") == "forward":
-            outcome = {"kind": "not_sent", "reason": GONE_BEFORE_SENT, "max_result_bytes": self.config.max_result_bytes}
-            done = finished_call(begun, outcome, now(), now())
-            self.behind.submit(functools.partial(write_finished, principal, begun["saga_id"], done), at_once=True)
-        elif begun.get("outcome") == "held" and begin["call"].held_as == "request":
-            unit = functools.partial(write_withdraw, principal, begun, begin["call"], begin["arguments"])
-            self.behind.submit(unit, at_once=True)
+        return await self.journaling.op(name, principal, **arguments)
 
     async def aclose(self) -> None:
-        """Stop journaling, losing nothing: the begins still queued commit first (a begin whose caller went away
-        meanwhile hands the write-behind thread its 'not sent' outcome, on this loop), then everything parked or
-        queued behind is written."""
-        await anyio.to_thread.run_sync(self.journal.close)
-        await asyncio.sleep(0)  # the last begins' answers, handed to this loop by their threads, are taken now
-        self.finishes.flush_all()
-        await anyio.to_thread.run_sync(self.behind.close)
-        self.quick.close()
+        await self.journaling.aclose()
 
 
 def durable(downstreams: DownstreamManager, config: ProxyConfig) -> DurableCallPath:
