@@ -30,7 +30,7 @@ from bench.chaos_downstream import HELD, HELD_TIMEOUT_MS, PACK
 from bench.chaos_drive import TOKENS, Api, Driver, Load, ShapeDriver, planned_shapes
 from bench.chaos_faults import KINDS, NEEDS_A_PROXY, PROXY_KINDS, Injector
 from bench.chaos_fleet import Fleet, Supervisor
-from bench.chaos_proxied import NO_SESSION, close_held_sessions, drive_proxied
+from bench.chaos_proxied import NO_SESSION, close_abandoned_holds, close_held_sessions, drive_proxied
 from bench.chaos_sink import Sink
 from bench.common import ROOT, machine
 
@@ -141,6 +141,7 @@ def _run(
     last = injector.faults.timeline[-1][0] if injector.faults.timeline else time.time()
     quiet = None if quiet_at is None else max(0.0, quiet_at - last)
     close_held_sessions(api, injector.faults.held_kills, time.monotonic() + bound)
+    close_abandoned_holds(api, injector.faults.abandoned_holds, time.monotonic() + bound)
     calls = _downstream_calls(work / DOWNSTREAM_RECORD)
     exits = {
         "restarted_by_supervisor": dict(sorted(fleet.exited.items())),
@@ -288,6 +289,7 @@ def report(
         "faults": dict(sorted(injector.faults.counts.items())),
         "fault_cycles": sum(injector.faults.counts.values()),
         "held_calls_killed": len(injector.faults.held_kills),
+        "held_call_faults_abandoned": len(injector.faults.abandoned_holds),
         "longest_hold_wait_seconds": round(injector.faults.longest_hold_wait, 2),
         "notifications_flooded": injector.faults.notifications_flooded,
         "fault_errors": injector.faults.errors[:50],

@@ -69,6 +69,8 @@ class Faults:
     timeline: list[tuple[float, float, str]] = field(default_factory=list)  # (start, end, kind), wall clock
     last_fault_at: float = 0.0
     held_kills: list[tuple[str, str]] = field(default_factory=list)  # (session saga, held node) whose holder died
+    # Client names of held-call faults abandoned as the faults stopped: a call held after that waits for a person.
+    abandoned_holds: list[str] = field(default_factory=list)
     longest_hold_wait: float = 0.0  # seconds from an agent's first try to its call held (a loaded runner is slow)
     notifications_flooded: int = 0  # what the downstream sent the proxy during floods, in all (read at stop)
 
@@ -153,6 +155,7 @@ class Injector:
         try:
             while (held := _held_call(self.pg_url, name)) is None:
                 if self._stop.is_set():
+                    self.faults.abandoned_holds.append(name)
                     raise Abandoned
                 if time.monotonic() > started + HELD_SECONDS:
                     raise RuntimeError(f"no call of {name} was held within {HELD_SECONDS:.0f}s")

@@ -172,3 +172,34 @@ def close_held_sessions(api: Api, kills: list[tuple[str, str]], deadline: float)
         run.saga_id = saga_id
         with contextlib.suppress(ApiError):  # the settle check says what state it was left in
             _finish(api, run, False, deadline)
+
+
+# How long an abandoned held-call fault's agent may still take to have its call held (it stops retrying at once,
+# but the attempt in flight may still get there).
+ABANDONED_HOLD_SECONDS = 15.0
+
+
+def close_abandoned_holds(api: Api, names: list[str], deadline: float) -> None:
+    """The held-call faults abandoned when the faults stopped (their proxy was never killed): a call held meanwhile
+    waits for a person, so the harness, as its operator, rejects it (the proxy withdraws it, nothing sent) and then
+    closes its session as close_held_sessions does."""
+    from django.db import connections
+
+    from sagas.models import Node
+
+    for name in names:
+        found_by = min(deadline, time.monotonic() + ABANDONED_HOLD_SECONDS)
+        held = None
+        try:
+            while held is None and time.monotonic() < found_by:
+                held = Node.objects.filter(status="WAITING_APPROVAL", saga__metadata__proxy__client__name=name).first()
+                if held is None:
+                    time.sleep(POLL_SECONDS)
+        finally:
+            connections.close_all()
+        if held is None:  # never held: its session, if any, holds nothing to settle
+            continue
+        with contextlib.suppress(ApiError):  # the settle check says what state it was left in
+            reason = {"reason": "chaos: the held-call fault was abandoned as the faults stopped"}
+            api.call("POST", f"/sagas/{held.saga_id}/nodes/{held.id}/reject/", reason)
+        close_held_sessions(api, [(str(held.saga_id), str(held.id))], deadline)
