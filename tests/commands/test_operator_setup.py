@@ -59,10 +59,10 @@ PROBE = (
 )
 
 
-def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
-    env = bare_env(tmp_path, SAGA_HOME=str(tmp_path / "home"))
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
+def run_cli(command: list[str], env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`command` (after the interpreter) in a process of its own, stdin closed, its output captured."""
+    return subprocess.run(
+        [sys.executable, *command],
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -70,6 +70,10 @@ def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], subprocess.Com
         timeout=180,
         stdin=subprocess.DEVNULL,
     )
+
+
+def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], subprocess.CompletedProcess[str]]:
+    done = run_cli(["-c", PROBE, *args], bare_env(tmp_path, SAGA_HOME=str(tmp_path / "home")), tmp_path)
     line = next(line for line in done.stderr.splitlines() if line.startswith(MODULES_MARK))
     return set(line.removeprefix(MODULES_MARK).split()), done
 
@@ -144,15 +148,7 @@ def test_an_operator_verb_connects_without_the_pool_but_the_configured_pool_is_c
         SAGA_DB_POOL_MIN_SIZE="4",
         SAGA_DB_POOL_MAX_SIZE="2",
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "saga_project.cli", "status"],
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+    done = run_cli(["-m", "saga_project.cli", "status"], env, tmp_path)
 
     assert done.returncode == 1, done.stderr
     assert "saga.E042" in done.stderr and "SAGA_DB_POOL_MAX_SIZE" in done.stderr
