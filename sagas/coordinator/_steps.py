@@ -12,9 +12,12 @@ from sagas.coordinator.sql import statements
 from sagas.models import Node, Step
 
 
-def journal_step(tx: Tx, pinned: Pinned, payload: dict[str, Any], node: Node | None, **fields: Any) -> Step:
+def journal_step(
+    tx: Tx, pinned: Pinned, payload: dict[str, Any], node: Node | None, *, insert: bool = True, **fields: Any
+) -> Step:
     """A new step row of the saga, next in sequence, with the contract snapshot; `fields` set its status and the
-    rest (an EXECUTING attempt from new_step, a proxied call that was refused before it was sent, ...)."""
+    rest (an EXECUTING attempt from new_step, a proxied call that was refused before it was sent, ...). Without
+    `insert`, the caller inserts the row itself before its transaction ends (several in one statement)."""
     step = Step(
         saga=tx.saga,
         sequence=tx.saga.next_sequence,
@@ -26,7 +29,8 @@ def journal_step(tx: Tx, pinned: Pinned, payload: dict[str, Any], node: Node | N
         input=payload,
         **fields,
     )
-    statements.insert_step(step)  # the ORM's save, without its per-call query building
+    if insert:
+        statements.insert_steps([step])  # the ORM's save, without its per-call query building
     tx.journal.note_new(step)
     tx.update(tx.saga, next_sequence=tx.saga.next_sequence + 1)
     return step

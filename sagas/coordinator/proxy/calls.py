@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from audit.canonical import sha256_hex
@@ -39,8 +40,10 @@ from registry.capture_outcomes import OUTCOME_KEY, POST_STATE
 from registry.tool_answers import payload_of
 from sagas.coordinator import policy as _policy
 from sagas.coordinator._actions import Pinned
-from sagas.coordinator._leases import LeaseRef, keep_alive, lease_deadline, let_go, worker_id
+from sagas.coordinator._event_facts import transition_facts
+from sagas.coordinator._leases import RELEASED, LeaseRef, keep_alive, lease_deadline, let_go, worker_id
 from sagas.coordinator._proxied_journal import KEPT_LEASES, Begun, refuse
+from sagas.coordinator._steps import journal_step
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.execution.attempts import new_step
 from sagas.coordinator.previews import dry_execute
@@ -110,21 +113,31 @@ def proxy_call_begin(
 
 def proxy_reads_record(*, actor: Principal, saga_id: object, reads: list[BehindRead]) -> list[Begun]:
     """Journal reads answered before their steps were written (sagas.protocols.proxy.behind), in one transaction:
-    each is begun as `proxy_call_begin` begins it under its own step id, and, when forwarded, finished as
-    `proxy_call_finish` records it; the same rows and audit events as one begin and one finish per read, in order.
+    each is decided as `proxy_call_begin` decides it under its own step id and, when forwarded, written as
+    `proxy_call_finish` leaves it; the same rows and audit events as one begin and one finish per read, in order.
+    A forwarded read's row is written once, in its final state (the steps of the batch in one statement): the
+    write-behind thread shares the proxy's interpreter with the calls being answered, so its cost shows in theirs.
 
     Errors: PROXY_SESSION_NOT_ACTIVE (then none is written), as proxy_call_begin."""
     authorize(actor, EXECUTE, "execute")
     begun: list[Begun] = []
     with locked_saga(saga_id, actor) as tx:
         _require_live_session(tx)
+        answered: list[Step] = []
         for read in reads:
-            made: list[Step] = []
             named = {"id": _uuid(read.step_id)}
-            begun.append(_decide(tx, snapshot(read.call), read.call, read.arguments, named, made))
-            for step in made:  # forwarded: the outcome it had, under the fence it was begun with
-                _record(tx, step, read.outcome)
+            behind = _Answered(read.outcome, answered)
+            begun.append(_decide(tx, snapshot(read.call), read.call, read.arguments, named, behind))
+        statements.insert_steps(answered)
     return begun
+
+
+@dataclass(frozen=True)
+class _Answered:
+    """A read already answered (proxy_reads_record): its outcome, and the batch's rows to insert together."""
+
+    outcome: CallOutcome
+    rows: list[Step]
 
 
 def _decide(
@@ -133,7 +146,7 @@ def _decide(
     call: CallFacts,
     arguments: dict[str, Any],
     named: dict[str, Any],
-    made: list[Step] | None = None,
+    answered: _Answered | None = None,
 ) -> Begun:
     told, audit = call.gate_facts(), call.audit_facts()
     # A read journaled behind its answer (`named`: its step id chosen before sending) was checked against the kill
@@ -156,12 +169,29 @@ def _decide(
     if call.gate == "confirm" or decision.effect == "require_approval":
         source = "proxy:" + (call.gate_source if call.gate == "confirm" else "policy")
         return hold(tx, pinned, arguments, call, requested_by=source)
+    if answered is not None:
+        step = _answered_read(tx, pinned, arguments, named, answered, audit)
+        return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
     lease = {"lease_owner": worker_id(), "lease_expires_at": lease_deadline(), **named}
     step = new_step(tx, pinned, arguments, None, 1, **lease)
     tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
-    if made is not None:
-        made.append(step)
     return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
+
+
+def _answered_read(
+    tx: Tx, pinned: Pinned, arguments: dict[str, Any], named: dict[str, Any], answered: _Answered, audit: dict[str, Any]
+) -> Step:
+    """A read's step as a begin then a finish leave it (row and events), its row queued for one insert."""
+    step = journal_step(tx, pinned, arguments, None, insert=False, status=StepStatus.EXECUTING, attempts=1, **named)
+    step.fence_token = 1
+    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
+    to, event, fields = _outcome_fields(step, answered.outcome)
+    step.status = to
+    for name, value in fields.items():
+        setattr(step, name, value)
+    tx.record(event, step=step, status=to, data=transition_facts(step, event))
+    answered.rows.append(step)
+    return step
 
 
 def _unheld_read(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts, decision: Decision) -> Begun:
@@ -232,15 +262,25 @@ def _dry(tx: Tx, pinned: Pinned, arguments: dict[str, Any], call: CallFacts) -> 
 
 
 def _record(tx: Tx, step: Step, outcome: CallOutcome) -> None:
+    to, event, fields = _outcome_fields(step, outcome)
+    tx.transition(step, to, event=event, **fields)
+    node = step.node
+    if node is None:
+        return
+    if to == StepStatus.COMPLETED:
+        tx.transition(node, NodeStatus.COMPLETED, event=E.NODE_COMPLETED, result=None, **RELEASED)
+    else:
+        failed = {"error": fields["error"], "uncertain_outcome": fields["uncertain_outcome"], **RELEASED}
+        tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, **failed)
+
+
+def _outcome_fields(step: Step, outcome: CallOutcome) -> tuple[str, str, dict[str, Any]]:
+    """What a forwarded call's outcome makes of its step: the status, the event, and the columns written (its
+    lease let go)."""
     envelope, size, truncated = _envelope(step, outcome)
     kind = outcome.kind
-    release = {"lease_owner": "", "lease_expires_at": None}
-    node = step.node
     if kind == "answered" and not outcome.is_error:
-        tx.transition(step, StepStatus.COMPLETED, event=E.STEP_COMPLETED, result=envelope, error=None, **release)
-        if node is not None:
-            tx.transition(node, NodeStatus.COMPLETED, event=E.NODE_COMPLETED, result=None, **release)
-        return
+        return StepStatus.COMPLETED, E.STEP_COMPLETED, {"result": envelope, "error": None, **RELEASED}
     # A read changed nothing, so an answer lost (or too large to read) is not an uncertain outcome.
     proxy = step.action_definition.get("proxy", {})
     protocol_read = bool(proxy.get("method"))
@@ -266,10 +306,9 @@ def _record(tx: Tx, step: Step, outcome: CallOutcome) -> None:
         "error": error,
         "result": envelope if kind in ("answered", "too_large") else None,
         "uncertain_outcome": uncertain,
+        **RELEASED,
     }
-    tx.transition(step, StepStatus.FAILED, event=E.STEP_FAILED, **fields, **release)
-    if node is not None:
-        tx.transition(node, NodeStatus.FAILED, event=E.NODE_FAILED, error=error, uncertain_outcome=uncertain, **release)
+    return StepStatus.FAILED, E.STEP_FAILED, fields
 
 
 def _envelope(step: Step, outcome: CallOutcome) -> tuple[dict[str, Any], int, bool]:

@@ -1,6 +1,6 @@
 """The one room of hand-written SQL: the coordinator's hot-path statements, by name, and the pipeline they travel in.
 
-- `statements`: the named statements (`lock_saga`, `cas_status`, `update_row`, `insert_saga`, `insert_step`,
+- `statements`: the named statements (`lock_saga`, `cas_status`, `update_row`, `insert_saga`, `insert_steps`,
   `insert_events`, `node_and_step`, `ready_nodes`, `dependants_ready`, `action_rows`, `tenant_stopped`, ...);
 - `rows`: the machinery under them (SQL text built once per model and columns, values prepared and rows converted
   as the ORM does);

@@ -42,11 +42,12 @@ class WriteBehind:
 
     def __init__(self, connection: BaseDatabaseWrapper) -> None:
         self.connection = connection
-        self._pending: list[tuple[str, list[Any]]] = []
+        self._pending: list[tuple[str, list[Any], bool]] = []
         self._sending = False
 
-    def queue(self, sql: str, params: list[Any]) -> None:
-        self._pending.append((sql, params))
+    def queue(self, sql: str, params: list[Any], *, many: bool = False) -> None:
+        """Hold `sql` until the next statement that needs an answer; `many`: run once per list in `params`."""
+        self._pending.append((sql, params, many))
 
     def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         if self._sending or not self._pending:
@@ -94,8 +95,11 @@ class WriteBehind:
         self._sending = True
         try:
             with self.connection.cursor() as cursor:
-                for sql, params in pending:
-                    cursor.execute(sql, params)
+                for sql, params, many in pending:
+                    if many:
+                        cursor.executemany(sql, params)
+                    else:
+                        cursor.execute(sql, params)
         finally:
             self._sending = False
 

@@ -44,28 +44,44 @@ class FromNow(models.ExpressionWrapper):  # type: ignore[type-arg]
 
 def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
     """INSERT the new rows `objs` (one model, primary keys already set) in one statement; like bulk_create, the
-    objects are then marked saved. auto_now and auto_now_add fields are stamped by their own pre_save."""
+    objects are then marked saved. auto_now and auto_now_add fields are stamped by their own pre_save.
+
+    On PostgreSQL, several rows alike go as one row's INSERT executed for each (`executemany`, in the same round
+    trip): psycopg caches the conversion of a statement of at most 50 parameters only, and re-parsing a many-row
+    INSERT's text cost more than the rows (a batch of reads' steps and events: docs/benchmarks.md)."""
     if not objs:
         return objs
     model = type(objs[0])
     connection = connections[using]
     placeholders: list[tuple[str, ...]] = []
-    params: list[Any] = []
+    params: list[list[Any]] = []
     for obj in objs:
         row = [_value(field, field.pre_save(obj, True), connection) for field in _concrete_fields(model)]
         placeholders.append(tuple(sql for sql, _ in row))
-        params.extend(param for _, values in row for param in values)
-    sql = _insert_sql(using, model, tuple(placeholders))
-    queue = write_behind.active(using)
-    if queue is not None:
-        queue.queue(sql, params)
+        params.append([param for _, values in row for param in values])
+    many = connection.vendor == "postgresql" and len(objs) > 1 and len(set(placeholders)) == 1
+    if many:
+        _execute(using, _insert_sql(using, model, (placeholders[0],)), params, many=True)
     else:
-        with connection.cursor() as cursor:
-            cursor.execute(sql, params)
+        flat = [param for row_params in params for param in row_params]
+        _execute(using, _insert_sql(using, model, tuple(placeholders)), flat, many=False)
     for obj in objs:
         obj._state.adding = False
         obj._state.db = using
     return objs
+
+
+def _execute(using: str, sql: str, params: list[Any], *, many: bool) -> None:
+    """Run (or, inside write_behind(), queue) one statement; `many`: once per parameter list in `params`."""
+    queue = write_behind.active(using)
+    if queue is not None:
+        queue.queue(sql, params, many=many)
+        return
+    with connections[using].cursor() as cursor:
+        if many:
+            cursor.executemany(sql, params)
+        else:
+            cursor.execute(sql, params)
 
 
 def update(

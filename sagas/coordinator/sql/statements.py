@@ -1,6 +1,6 @@
 """The coordinator's hand-written statements, each by name; the SQL behind them is built once per backend.
 
-Writes: `insert_saga`, `insert_step`, `insert_events` (the rows `audit.chain.link` made), `update_row` and
+Writes: `insert_saga`, `insert_steps`, `insert_events` (the rows `audit.chain.link` made), `update_row` and
 `cas_status` (a compare-and-set on the status column). Reads: `lock_saga` (the saga row under lock, with "is a kill
 switch engaged?" in the same query), `node_and_step` (a fence check, made in the lock's round trip),
 `step_of_saga`, `node_by_id`, `ready_nodes` (with the saga's EXECUTING count and each node's pinned registry row),
@@ -40,9 +40,9 @@ def insert_saga(saga: Saga) -> None:
     rows.insert([saga])
 
 
-def insert_step(step: Step) -> None:
-    """INSERT a new step row (the write-ahead journal entry of an attempt, or a step recorded whole)."""
-    rows.insert([step])
+def insert_steps(steps: Sequence[Step]) -> None:
+    """INSERT new step rows (the write-ahead journal entry of an attempt, or steps recorded whole) in one statement."""
+    rows.insert(steps)
 
 
 def insert_events(events: Sequence[AuditEvent]) -> None:
