@@ -1,4 +1,5 @@
-"""Saga state: sagas, workflow nodes and their dependencies, journal steps, approvals, checkpoints.
+"""Saga state: sagas, workflow nodes and their dependencies, journal steps (and proxied calls' intents), approvals,
+checkpoints.
 
 Only `sagas.coordinator` writes these rows. The DAG is relational (Node + NodeDependency), never a JSON blob, so
 "which nodes are ready" is one indexed query and two workers can lock disjoint nodes.
@@ -180,6 +181,30 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"step {self.sequence} {self.action}@{self.action_version} ({self.status})"
+
+
+class ProxyCallIntent(models.Model):
+    """A proxied call about to be sent, journaled in one statement before it is: the stdio proxy's write-ahead for a
+    plain allowed call while no tenant policy is configured (sagas.coordinator.proxy.intents). Its step and audit
+    events are written behind the answer, with its outcome. Any other transaction on the session first turns the
+    intents it finds into EXECUTING steps, and the recovery sweep does so with one whose lease lapsed (its proxy
+    died): then its outcome is recorded as unknown, exactly as for a step journaled ahead."""
+
+    id = models.UUIDField(primary_key=True, editable=False)  # the step's id to be, and the call's idempotency key
+    saga = models.ForeignKey(Saga, on_delete=models.CASCADE, related_name="+")
+    call = models.TextField()  # the call's facts (sagas.proxied_facts.CallFacts) as JSON
+    arguments = models.JSONField(default=dict)
+    principal_id = models.CharField(max_length=200)  # who made the call: its step's STARTED event names them
+    principal_type = models.CharField(max_length=40)
+    lease_owner = models.CharField(max_length=200)
+    lease_expires_at = models.DateTimeField()
+    created_at = models.DateTimeField()  # the order of a session's intents
+
+    class Meta:
+        indexes = [models.Index(fields=["lease_expires_at"], name="proxy_intent_lease_idx")]  # the sweep's
+
+    def __str__(self) -> str:
+        return f"proxied call intent {self.id}"
 
 
 class Approval(models.Model):

@@ -25,6 +25,7 @@ Invariants and the tests that pin them:
 """
 
 from sagas.coordinator._proxied_journal import Begun
+from sagas.coordinator._tx import write_intents_with
 from sagas.coordinator.approvals import node_approve
 from sagas.coordinator.execution.immediate_steps import saga_step_execute
 from sagas.coordinator.execution.node_attempts import node_execute
@@ -37,11 +38,16 @@ from sagas.coordinator.proxy.calls import (
     proxy_session_open,
 )
 from sagas.coordinator.proxy.held_calls import proxy_call_client_decide, proxy_call_release, proxy_call_withdraw
+from sagas.coordinator.proxy.intents import materialize, proxy_call_intend, proxy_calls_record
 from sagas.coordinator.proxy.undo import UndoReport, proxy_session_undo
 from sagas.coordinator.recovery import RecoveryReport, sagas_recover
 from sagas.coordinator.rollback import saga_rollback, saga_rollback_resume
 from sagas.coordinator.runs import RunReport, run_report, saga_run_ready, saga_run_stop
 from sagas.coordinator.sagas import saga_begin, saga_checkpoint, saga_commit
+
+# Every transaction on a proxy session first writes the session's call intents as their steps (the proxy's module
+# builds on the transaction's, so it is named here, where the package is put together).
+write_intents_with(materialize)
 
 __all__ = [
     "Begun",
@@ -55,8 +61,10 @@ __all__ = [
     "proxy_call_begin",
     "proxy_call_client_decide",
     "proxy_call_finish",
+    "proxy_call_intend",
     "proxy_call_release",
     "proxy_call_withdraw",
+    "proxy_calls_record",
     "proxy_reads_record",
     "proxy_session_open",
     "proxy_session_undo",

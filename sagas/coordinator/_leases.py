@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connections
 
 from sagas.coordinator.sql.rows import FromNow
-from sagas.models import Node, Saga, Step
+from sagas.models import Node, ProxyCallIntent, Saga, Step
 
 logger = logging.getLogger("sagas.coordinator._leases")
 
@@ -58,7 +58,7 @@ def lease_deadline() -> FromNow:
 
 @dataclass(frozen=True)
 class LeaseRef:
-    model: type[Node] | type[Saga] | type[Step]
+    model: type[Node] | type[Saga] | type[Step] | type[ProxyCallIntent]
     pk: uuid.UUID
     fence: int
 
@@ -94,13 +94,22 @@ class _Keeper:
     def _renew(self, refs: list[LeaseRef]) -> None:
         try:
             for ref in refs:
-                ref.model.objects.filter(pk=ref.pk, fence_token=ref.fence, lease_owner=worker_id()).update(
-                    lease_expires_at=lease_deadline()
-                )
+                self._renew_one(ref)
         except Exception:  # a missed renewal is survivable (the next one retries); a dead keeper is not
             logger.exception("lease renewal failed leases=%d", len(refs))
         finally:
             connections.close_all()
+
+    @staticmethod
+    def _renew_one(ref: LeaseRef) -> None:
+        owner, deadline = worker_id(), lease_deadline()
+        model = ref.model
+        if issubclass(model, ProxyCallIntent):
+            # A call's intent, and the step another transaction wrote it as meanwhile (its fence is the ref's).
+            ProxyCallIntent.objects.filter(pk=ref.pk, lease_owner=owner).update(lease_expires_at=deadline)
+            Step.objects.filter(pk=ref.pk, fence_token=ref.fence, lease_owner=owner).update(lease_expires_at=deadline)
+            return
+        model.objects.filter(pk=ref.pk, fence_token=ref.fence, lease_owner=owner).update(lease_expires_at=deadline)
 
 
 _keeper = _Keeper()

@@ -18,7 +18,7 @@ just before commit.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,7 +32,7 @@ from sagas.coordinator._event_facts import transition_facts
 from sagas.coordinator._journal_digests import JournalWrites
 from sagas.coordinator.sql import pipeline, statements
 from sagas.errors import InvalidTransition, StaleState, saga_not_found
-from sagas.models import Approval, Node, Saga, Step
+from sagas.models import Approval, Node, ProxyCallIntent, Saga, Step
 from sagas.selectors.scope import parse_uuid
 from sagas.states import can_transition
 
@@ -59,6 +59,8 @@ class Tx:
         self._drafts: list[chain.EventDraft] = []
         self._saga_fields: dict[str, Any] = {}
         self.also_rows: list[list[tuple[Any, ...]]] = []  # rows of the reads made with the lock (locked_saga)
+        # A proxy session's call intents this transaction turned into EXECUTING steps, by step id (_take_intents).
+        self.materialized: dict[str, Step] = {}
         # A proxy session's journaled values written here, whose digests its events carry (issue 39).
         self.journal = JournalWrites(saga.is_proxy_session, saga.id)
 
@@ -71,16 +73,19 @@ class Tx:
         status: str = "",
         data: dict[str, Any] | None = None,
         action: tuple[str, str] | None = None,
+        by: tuple[str, str] | None = None,
     ) -> None:
-        """Append an event; its action is the step's or node's, else `action` (id, version) when one is named."""
+        """Append an event; its action is the step's or node's, else `action` (id, version) when one is named. `by`
+        (principal id, type) names who did it when that is not the transaction's actor (a call's intent, written as
+        a step by another transaction: sagas.coordinator.proxy.intents)."""
         action_source: Node | Step | None = step or node
         named = (action_source.action, action_source.action_version) if action_source else (action or ("", ""))
         trace_id, span_id = telemetry.current_ids()
         self._drafts.append(
             chain.EventDraft(
                 event_type=event_type,
-                actor_principal_id=self.actor.principal_id,
-                actor_type=self.actor.principal_type,
+                actor_principal_id=by[0] if by else self.actor.principal_id,
+                actor_type=by[1] if by else self.actor.principal_type,
                 action=named[0],
                 action_version=named[1],
                 step_id=str(step.id) if step else (str(node.step_id) if node and node.step_id else ""),
@@ -219,22 +224,38 @@ def _apply(obj: models.Model, fields: dict[str, Any]) -> None:
 
 
 @contextmanager
-def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.SqlQuery] = ()) -> Iterator[Tx]:
+def locked_saga(
+    saga_id: object,
+    actor: Principal,
+    *,
+    also: Sequence[statements.SqlQuery] = (),
+    session: bool = False,
+    answered: Mapping[str, Any] | None = None,
+    only_answered: bool = False,
+) -> Iterator[Tx]:
     """Open a durable transaction holding the saga row lock; audit events are appended just before commit.
 
     A `Refusal` raised in the block commits what was recorded, then raises its error after commit. The rows of the
-    reads `also` (made under the lock, in its round trip) are `tx.also_rows`.
+    reads `also` (made under the lock, in its round trip) are `tx.also_rows`. A proxy session's call intents are
+    first written as the EXECUTING steps they stand for (`tx.materialized`): `session`, when the caller knows the
+    saga is one, reads them in the lock's round trip; `answered` (step id: outcome) are written as answered, and
+    with `only_answered` the others are left as they are (the proxy recording what its own calls did: each of its
+    calls still out is recorded by its own line, in the order they were answered).
     """
     parsed = parse_uuid(saga_id)
     if parsed is None:
         raise saga_not_found(saga_id)
     refused: ServiceError | None = None
+    skip = only_answered and not answered
+    intents = [statements.intents_of_saga_query(parsed)] if session and not skip else []
     with _durable() as commit:
-        saga, extra = statements.lock_saga(parsed, actor.tenant_id, also=also)
+        saga, extra = statements.lock_saga(parsed, actor.tenant_id, also=[*also, *intents])
         if saga is None:
             raise saga_not_found(saga_id)
         tx = Tx(saga, actor)
-        tx.also_rows = extra
+        tx.also_rows = extra[: len(also)]
+        if not skip:
+            _take_intents(tx, extra[len(also)] if intents else None, answered, only_answered)
         try:
             yield tx
         except Refusal as refusal:
@@ -243,6 +264,36 @@ def locked_saga(saga_id: object, actor: Principal, *, also: Sequence[statements.
         commit()
     if refused is not None:
         raise refused
+
+
+IntentWriter = Callable[[Tx, list[ProxyCallIntent], Mapping[str, Any]], None]
+_intent_writer: list[IntentWriter] = []
+
+
+def write_intents_with(writer: IntentWriter) -> None:
+    """Name the function that writes a proxy session's intents as steps (sagas.coordinator.proxy.intents.
+    materialize, which builds on this module): set once, by the coordinator package as it is imported, before any
+    transaction can run."""
+    _intent_writer[:] = [writer]
+
+
+def _take_intents(
+    tx: Tx, found: list[tuple[Any, ...]] | None, answered: Mapping[str, Any] | None = None, only_answered: bool = False
+) -> None:
+    """Write a proxy session's call intents as their EXECUTING steps (those in `answered` with their outcome) before
+    anything else (`found`: the intents query's rows, when it rode with the lock), so whatever this transaction
+    decides sees every call sent."""
+    if not tx.saga.is_proxy_session:
+        return
+    if found is None:
+        found = pipeline.read_together([statements.intents_of_saga_query(tx.saga.pk)])[0]
+    if found:
+        intents = statements.intents_from(found)
+        if only_answered:
+            intents = [intent for intent in intents if str(intent.id) in (answered or {})]
+        if not _intent_writer:  # a programming error: nothing may be decided without the calls already sent
+            raise RuntimeError("no writer of proxy call intents: import sagas.coordinator before using its modules")
+        _intent_writer[0](tx, intents, answered or {})
 
 
 @contextmanager
@@ -285,6 +336,7 @@ def system_saga_tx(saga_id: uuid.UUID, *, skip_locked: bool = True) -> Iterator[
             yield None
             return
         tx = Tx(saga, system_principal(saga.tenant_id))
+        _take_intents(tx, None)
         yield tx
         tx.flush()
         commit()

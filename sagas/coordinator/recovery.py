@@ -11,7 +11,8 @@ What a pass does, in bounded batches:
   contract's failure_mode applied: `rollback` compensates it with its stable `<step id>:rollback` key, `pause`
   puts the saga in RECOVERY_REQUIRED for an operator;
 - an immediate step whose caller died the same way is fenced off and failed as uncertain under its
-  failure_mode;
+  failure_mode; a proxied call's intent whose proxy died is first written as its step (sagas.coordinator.proxy.
+  intents), so its outcome is recorded as unknown the same way;
 - a FAILED saga with nothing in flight, an interrupted rollback (ROLLING_BACK, lease expired) and a
   ROLLBACK_FAILED saga whose retry time has come (transient failures only, with backoff) get a rollback runner
   (for a proxy session, its undo walk with the options the undo recorded: sagas.coordinator._undo_walk);
@@ -44,7 +45,7 @@ from sagas.coordinator.execution import nudges
 from sagas.coordinator.execution.attempts import apply_failure_mode
 from sagas.coordinator.execution.ready_queries import capacity, executing_count, ready_due
 from sagas.coordinator.rollback import saga_rollback_resume
-from sagas.models import McpTask, Node, Saga, Step
+from sagas.models import McpTask, Node, ProxyCallIntent, Saga, Step
 from sagas.states import NodeStatus, SagaKind, SagaStatus, StepStatus
 
 logger = logging.getLogger("sagas.recovery")
@@ -90,6 +91,8 @@ def _sweep(batch: int, inline_rollbacks: bool) -> RecoveryReport:
     report = RecoveryReport()
     for saga_id in _sagas_with_expired_nodes(batch):
         _guarded(report, saga_id, lambda s: _recover_nodes(s, report))
+    for saga_id in _sagas_with_lapsed_intents(batch):
+        _guarded(report, saga_id, _write_intents)  # their steps then lapsed, handled just below
     for saga_id in _sagas_with_expired_immediate_steps(batch):
         _guarded(report, saga_id, lambda s: _recover_immediate(s, report))
     for saga_id in _sagas_needing_rollback(batch):
@@ -132,6 +135,18 @@ def _sagas_with_expired_nodes(batch: int) -> list[uuid.UUID]:
 def _sagas_with_expired_immediate_steps(batch: int) -> list[uuid.UUID]:
     expired = Step.objects.filter(status=StepStatus.EXECUTING, node__isnull=True, lease_expires_at__lt=Now())
     return list(expired.values_list("saga_id", flat=True).distinct()[:batch])
+
+
+def _sagas_with_lapsed_intents(batch: int) -> list[uuid.UUID]:
+    lapsed = ProxyCallIntent.objects.filter(lease_expires_at__lt=Now())
+    return list(lapsed.values_list("saga_id", flat=True).distinct()[:batch])
+
+
+def _write_intents(saga_id: uuid.UUID) -> None:
+    """A proxied call sent on an intent whose proxy stopped renewing it: the session's transaction writes the
+    intent as its EXECUTING step (sagas.coordinator.proxy.intents), with the lapsed lease it had."""
+    with system_saga_tx(saga_id):
+        pass
 
 
 def _sagas_needing_rollback(batch: int) -> list[uuid.UUID]:

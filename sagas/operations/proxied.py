@@ -55,6 +55,18 @@ class CallBeginArgs(CallArgs):
     )
 
 
+class IntendArgs(ProxyArgs):
+    saga_id: str = Field(description="The session's saga.")
+    call: CallFacts = Field(description=CALL)
+    arguments: dict[str, Any] = Field(description="The arguments the agent sent, exactly.")
+    step_id: uuid.UUID = Field(description="The step the call will be, and its idempotency key.")
+
+
+class CallsRecordArgs(ProxyArgs):
+    saga_id: str = Field(description="The session's saga.")
+    calls: list[FinishedCall] = Field(description="Outcomes of calls sent on an intent, in the order they were sent.")
+
+
 class HeldCallArgs(CallArgs):
     node_id: str = Field(description="The held call (its node id).")
 
@@ -98,6 +110,8 @@ BEGUN = Output(
         "required": ["outcome", "saga_id"],
     },
 )
+INTENDED = Output("ProxiedCallIntended", {"type": "object", "properties": {"intended": {"type": "boolean"}}})
+RECORDED = Output("ProxiedCallsRecorded", {"type": "object", "properties": {"statuses": {"type": "array"}}})
 READS = Output("ProxiedReadsRecorded", {"type": "object", "properties": {"begun": {"type": "array"}}})
 SESSION = Output("ProxySession", {"type": "object", "properties": {"saga_id": {"type": "string"}}})
 STEP = Output("ProxiedCallStep", {"type": "object", "properties": {"step_id": {"type": "string"}}})
@@ -143,6 +157,17 @@ def call_finish(actor: Principal, a: CallFinishArgs) -> dict[str, Any]:
     return {"step_id": str(step.id), "status": step.status}
 
 
+def call_intend(actor: Principal, a: IntendArgs) -> dict[str, Any]:
+    intended = coordinator.proxy_call_intend(
+        actor=actor, saga_id=a.saga_id, call=a.call, arguments=a.arguments, step_id=a.step_id
+    )
+    return {"intended": intended}
+
+
+def calls_record(actor: Principal, a: CallsRecordArgs) -> dict[str, Any]:
+    return {"statuses": coordinator.proxy_calls_record(actor=actor, saga_id=a.saga_id, calls=a.calls)}
+
+
 def reads_record(actor: Principal, a: ReadsRecordArgs) -> dict[str, Any]:
     begun = coordinator.proxy_reads_record(actor=actor, saga_id=a.saga_id, reads=a.reads)
     return {"begun": [_begun(b) for b in begun]}
@@ -170,6 +195,8 @@ PROXY_OPERATIONS: list[Operation[Any]] = [
     _surface_less("proxy_call_release", HeldCallArgs, call_release, X, BEGUN, "Start an approved held call"),
     _surface_less("proxy_call_withdraw", WithdrawArgs, call_withdraw, X, BEGUN, "Journal a held call not sent"),
     _surface_less("proxy_call_finish", CallFinishArgs, call_finish, X, STEP, "Record a forwarded call's outcome"),
+    _surface_less("proxy_call_intend", IntendArgs, call_intend, X, INTENDED, "Journal a call's intent, then send"),
+    _surface_less("proxy_calls_record", CallsRecordArgs, calls_record, X, RECORDED, "Record calls sent on intents"),
     _surface_less("proxy_reads_record", ReadsRecordArgs, reads_record, X, READS, "Journal reads behind answers"),
     _surface_less("proxy_call_decision", HeldCallRef, call_decision, R, DECISION, "Read a held call's decision"),
     _surface_less(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing
+import uuid
 from typing import Any
 
 from pydantic import BaseModel
@@ -10,7 +11,7 @@ from pydantic import BaseModel
 
 def minimal_arguments(model: type[BaseModel]) -> dict[str, Any]:
     """Every required field with the plainest value of its type (text "x", an empty object or list, false, the first
-    of its literals, a nested model's own minimal arguments)."""
+    of its literals, a fixed UUID, a nested model's own minimal arguments)."""
     return {name: _plainest(field.annotation) for name, field in model.model_fields.items() if field.is_required()}
 
 
@@ -28,4 +29,6 @@ def _plainest(annotation: Any) -> Any:
         return False
     if annotation in (int, float):
         return 1
+    if annotation is uuid.UUID:
+        return uuid.UUID(int=1)
     return "x"

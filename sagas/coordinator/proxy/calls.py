@@ -95,9 +95,9 @@ def proxy_call_begin(
     # Their steps are read with the lock, in its round trip on PostgreSQL.
     steps = [statements.step_of_saga_query(_uuid(done.step_id), saga_pk) for done in finished] if saga_pk else []
     try:
-        with locked_saga(saga_id, actor, also=steps) as tx:
+        with locked_saga(saga_id, actor, also=steps, session=True) as tx:
             for done, found in zip(finished, tx.also_rows, strict=True):
-                _finish(tx, statements.step_from(found), done.step_id, done.fence, done.outcome)
+                finish_in(tx, statements.step_from(found), done.step_id, done.fence, done.outcome)
             _require_live_session(tx)
             begun = _decide(tx, pinned, call, arguments, {"id": step_id} if step_id else {})
     except BaseException:
@@ -121,23 +121,26 @@ def proxy_reads_record(*, actor: Principal, saga_id: object, reads: list[BehindR
     Errors: PROXY_SESSION_NOT_ACTIVE (then none is written), as proxy_call_begin."""
     authorize(actor, EXECUTE, "execute")
     begun: list[Begun] = []
-    with locked_saga(saga_id, actor) as tx:
+    with locked_saga(saga_id, actor, session=True, only_answered=True) as tx:  # the calls out are recorded later
         _require_live_session(tx)
         answered: list[Step] = []
         for read in reads:
             named = {"id": _uuid(read.step_id)}
-            behind = _Answered(read.outcome, answered)
+            behind = Answered(read.outcome, answered)
             begun.append(_decide(tx, snapshot(read.call), read.call, read.arguments, named, behind))
         statements.insert_steps(answered)
     return begun
 
 
 @dataclass(frozen=True)
-class _Answered:
-    """A read already answered (proxy_reads_record): its outcome, and the batch's rows to insert together."""
+class Answered:
+    """A call already answered whose step is written now (a read in proxy_reads_record, a call sent on an intent:
+    sagas.coordinator.proxy.intents): its outcome, the batch's rows to insert together, and who made the call when
+    it is not the transaction's actor."""
 
     outcome: CallOutcome
     rows: list[Step]
+    by: tuple[str, str] | None = None
 
 
 def _decide(
@@ -146,7 +149,7 @@ def _decide(
     call: CallFacts,
     arguments: dict[str, Any],
     named: dict[str, Any],
-    answered: _Answered | None = None,
+    answered: Answered | None = None,
 ) -> Begun:
     told, audit = call.gate_facts(), call.audit_facts()
     # A read journaled behind its answer (`named`: its step id chosen before sending) was checked against the kill
@@ -170,7 +173,7 @@ def _decide(
         source = "proxy:" + (call.gate_source if call.gate == "confirm" else "policy")
         return hold(tx, pinned, arguments, call, requested_by=source)
     if answered is not None:
-        step = _answered_read(tx, pinned, arguments, named, answered, audit)
+        step = write_answered(tx, pinned, arguments, named, answered, audit)
         return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
     lease = {"lease_owner": worker_id(), "lease_expires_at": lease_deadline(), **named}
     step = new_step(tx, pinned, arguments, None, 1, **lease)
@@ -178,18 +181,19 @@ def _decide(
     return Begun("forward", str(tx.saga.id), step_id=str(step.id), fence=1, facts=told)
 
 
-def _answered_read(
-    tx: Tx, pinned: Pinned, arguments: dict[str, Any], named: dict[str, Any], answered: _Answered, audit: dict[str, Any]
+def write_answered(
+    tx: Tx, pinned: Pinned, arguments: dict[str, Any], named: dict[str, Any], answered: Answered, audit: dict[str, Any]
 ) -> Step:
-    """A read's step as a begin then a finish leave it (row and events), its row queued for one insert."""
+    """An answered call's step as a begin then a finish leave it (row and events), its row queued for one insert."""
     step = journal_step(tx, pinned, arguments, None, insert=False, status=StepStatus.EXECUTING, attempts=1, **named)
     step.fence_token = 1
-    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit})
+    by = answered.by
+    tx.record(E.STEP_STARTED, step=step, status=StepStatus.EXECUTING, data={"attempt": 1, **audit}, by=by)
     to, event, fields = _outcome_fields(step, answered.outcome)
     step.status = to
     for name, value in fields.items():
         setattr(step, name, value)
-    tx.record(event, step=step, status=to, data=transition_facts(step, event))
+    tx.record(event, step=step, status=to, data=transition_facts(step, event), by=by)
     answered.rows.append(step)
     return step
 
@@ -214,14 +218,15 @@ def proxy_call_finish(*, actor: Principal, saga_id: object, step_id: object, fen
     authorize(actor, EXECUTE, "execute")
     handle = KEPT_LEASES.pop(_uuid(step_id), None)
     try:
-        with locked_saga(saga_id, actor) as tx:
-            step = _finish(tx, statements.step_of_saga(_uuid(step_id), tx.saga.pk), step_id, fence, outcome)
+        with locked_saga(saga_id, actor, session=True, only_answered=True) as tx:  # decides nothing for others
+            step = finish_in(tx, statements.step_of_saga(_uuid(step_id), tx.saga.pk), step_id, fence, outcome)
     finally:
         _let_go([handle])
     return step
 
 
-def _finish(tx: Tx, step: Step | None, step_id: object, fence: int, outcome: CallOutcome) -> Step:
+def finish_in(tx: Tx, step: Step | None, step_id: object, fence: int, outcome: CallOutcome) -> Step:
+    """Record a forwarded call's `outcome` on its `step` (read by the caller) if the fence is still `fence`."""
     if step is not None and step.node_id is not None:
         step.node = statements.node_by_id(step.node_id)
     if step is None:

@@ -71,6 +71,16 @@ def insert(objs: Sequence[M], using: str = "default") -> Sequence[M]:
     return objs
 
 
+def delete(model: type[models.Model], pks: Sequence[Any], using: str = "default") -> None:
+    """DELETE the rows with primary keys `pks` in one statement (queued inside write_behind(), like the writes)."""
+    if not pks:
+        return
+    quote = connections[using].ops.quote_name
+    marks = ", ".join(["%s"] * len(pks))
+    sql = f"DELETE FROM {quote(model._meta.db_table)} WHERE {quote(_column(model._meta.pk))} IN ({marks})"
+    _execute(using, sql, [pk_param(model, pk, using) for pk in pks], many=False)
+
+
 def _execute(using: str, sql: str, params: list[Any], *, many: bool) -> None:
     """Run (or, inside write_behind(), queue) one statement; `many`: once per parameter list in `params`."""
     queue = write_behind.active(using)
@@ -237,6 +247,11 @@ def now_sql(vendor: str) -> str:
         return "STATEMENT_TIMESTAMP()"
     assert vendor == "sqlite", f"no clock SQL for {vendor}"
     return "STRFTIME('%%Y-%%m-%%d %%H:%%M:%%f', 'NOW')"
+
+
+def deadline_sql(vendor: str, seconds: float) -> tuple[str, Any]:
+    """The database's now() + `seconds` as SQL and its one parameter (what a FromNow deadline is written as)."""
+    return _from_now_sql(vendor), _interval(vendor, seconds)
 
 
 def _from_now_sql(vendor: str) -> str:

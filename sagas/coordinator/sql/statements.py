@@ -27,8 +27,8 @@ from audit.models import AuditEvent
 from governance.models import KillSwitch
 from registry.models import ActionDefinition
 from sagas.coordinator.sql import pipeline, rows
-from sagas.models import Node, NodeDependency, Saga, Step
-from sagas.states import NodeStatus
+from sagas.models import Node, NodeDependency, ProxyCallIntent, Saga, Step
+from sagas.states import NodeStatus, SagaStatus
 
 SqlQuery = rows.SqlQuery
 
@@ -48,6 +48,57 @@ def insert_steps(steps: Sequence[Step]) -> None:
 def insert_events(events: Sequence[AuditEvent]) -> None:
     """INSERT the audit events `audit.chain.link` made, hashes and sequence as they are, in one statement."""
     rows.insert(events)
+
+
+def insert_intent(intent: ProxyCallIntent, tenant_id: str, lease_seconds: float) -> bool:
+    """INSERT a proxied call's intent (its lease deadline `lease_seconds` from the database's now) only while its
+    session is ACTIVE in `tenant_id`, not a preview, and no kill switch is engaged for the tenant or the session;
+    whether it was.
+
+    One statement, its own commit (the proxy's journal threads run in autocommit). On PostgreSQL it takes the
+    session's row FOR SHARE: it waits while a transaction holds the session (which turns the intents it found into
+    steps), then checks the row as that transaction left it, so no intent is made that a transaction ending the
+    session did not see."""
+    deadline, interval = rows.deadline_sql(connection.vendor, lease_seconds)
+    arguments = ProxyCallIntent._meta.get_field("arguments").get_db_prep_save(intent.arguments, connection)
+    params = [
+        rows.pk_param(ProxyCallIntent, intent.id),
+        intent.call,
+        arguments,
+        intent.principal_id,
+        intent.principal_type,
+        intent.lease_owner,
+        interval,
+        _prep(ProxyCallIntent, "created_at", intent.created_at),
+        rows.pk_param(Saga, intent.saga_id),
+        tenant_id,
+        SagaStatus.ACTIVE.value,
+        False,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_intent_sql(connection.vendor, deadline), params)
+        return int(cursor.rowcount) == 1
+
+
+@cache
+def _intent_sql(vendor: str, deadline: str) -> str:
+    quote = connection.ops.quote_name
+    intent, saga, switch = (quote(m._meta.db_table) for m in (ProxyCallIntent, Saga, KillSwitch))
+    names = ("id", "saga_id", "call", "arguments", "principal_id", "principal_type", "lease_owner")
+    columns = ", ".join(quote(name) for name in (*names, "lease_expires_at", "created_at"))
+    sql = (
+        f"INSERT INTO {intent} ({columns}) SELECT %s, s.{quote('id')}, %s, %s, %s, %s, %s, {deadline}, %s "
+        f"FROM {saga} s WHERE s.{quote('id')} = %s AND s.{quote('tenant_id')} = %s AND s.{quote('status')} = %s "
+        f"AND s.{quote('preview')} = %s "
+        f"AND NOT EXISTS (SELECT 1 FROM {switch} k WHERE k.{quote('tenant_id')} = s.{quote('tenant_id')} "
+        f"AND (k.{quote('saga_id')} IS NULL OR k.{quote('saga_id')} = s.{quote('id')}))"
+    )
+    return sql + " FOR SHARE OF s" if vendor == "postgresql" else sql
+
+
+def delete_intents(pks: Sequence[uuid.UUID]) -> None:
+    """DELETE the intents `pks` (turned into steps in this transaction)."""
+    rows.delete(ProxyCallIntent, pks)
 
 
 def update_row(model: type[models.Model], pk: Any, values: dict[str, Any]) -> None:
@@ -119,6 +170,20 @@ def step_of_saga(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> Step | None:
 def step_of_saga_query(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> SqlQuery:
     """step_of_saga's query, to pass as `lock_saga(also=...)`; see `step_from`."""
     return rows.select_one_query(Step, step_pk, saga=saga_pk)
+
+
+def intents_of_saga_query(saga_pk: uuid.UUID) -> SqlQuery:
+    """The query for a session's proxied-call intents, oldest first, to pass as `lock_saga(also=...)`."""
+    quote = connection.ops.quote_name
+    table = quote(ProxyCallIntent._meta.db_table)
+    order = f"t.{quote('created_at')}, t.{quote('id')}"
+    columns = rows.select_columns(ProxyCallIntent, "t")
+    sql = f"SELECT {columns} FROM {table} t WHERE t.{quote('saga_id')} = %s ORDER BY {order}"
+    return sql, [rows.pk_param(Saga, saga_pk)]
+
+
+def intents_from(found: list[tuple[Any, ...]]) -> list[ProxyCallIntent]:
+    return [rows.from_row(ProxyCallIntent, row) for row in found]
 
 
 def step_from(found: list[tuple[Any, ...]]) -> Step | None:

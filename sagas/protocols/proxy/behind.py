@@ -25,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,9 +141,9 @@ class ReadLine:
     finished: float
 
     @property
-    def batch_key(self) -> tuple[str, str, str]:
+    def batch_key(self) -> tuple[str, str, str, str]:
         """Lines of one session (and principal) are written together (sagas.protocols.proxy.journal.WriteBehind)."""
-        return (self.principal.tenant_id, self.principal.principal_id, self.saga_id)
+        return ("reads", self.principal.tenant_id, self.principal.principal_id, self.saga_id)
 
     def __call__(self) -> None:
         self.write_batch([self])
@@ -152,7 +154,10 @@ class ReadLine:
         (`proxy_reads_record`; on the write-behind thread). All lines share a batch_key."""
         first = lines[0]
         reads = [line.behind_read() for line in lines]
-        answer = invoke(OPERATIONS["proxy_reads_record"], first.principal, {"saga_id": first.saga_id, "reads": reads})
+        with sqlite_turn():
+            answer = invoke(
+                OPERATIONS["proxy_reads_record"], first.principal, {"saga_id": first.saga_id, "reads": reads}
+            )
         for line, begun in zip(lines, answer["begun"], strict=True):
             if begun["outcome"] != "forward":
                 logger.warning(
@@ -168,6 +173,48 @@ class ReadLine:
         duration_ms = round((self.finished - self.started) * 1000, 3)
         outcome = CallOutcome.model_validate({**self.outcome, "duration_ms": duration_ms})
         return BehindRead(call=self.call, arguments=self.arguments, step_id=self.step_id, outcome=outcome)
+
+
+@dataclass(frozen=True)
+class CallLine:
+    """The outcome of a call sent on an intent (sagas.protocols.proxy.intended), to record behind its answer: its
+    step is written with it (`proxy_calls_record`), several of a session's in one transaction."""
+
+    principal: Principal
+    saga_id: str
+    done: FinishedCall
+    # Few to a transaction: it holds the session, and the session's next call waits for it to journal its intent.
+    max_batch = 4
+
+    @property
+    def batch_key(self) -> tuple[str, str, str, str]:
+        return ("calls", self.principal.tenant_id, self.principal.principal_id, self.saga_id)
+
+    def __call__(self) -> None:
+        self.write_batch([self])
+
+    @staticmethod
+    def write_batch(lines: list[CallLine]) -> None:
+        first = lines[0]
+        calls = [line.done for line in lines]
+        with sqlite_turn():
+            invoke(OPERATIONS["proxy_calls_record"], first.principal, {"saga_id": first.saga_id, "calls": calls})
+
+
+# SQLite has one writer at a time, and a writer that finds the database locked sleeps in steps of 1, 2, 5, 10 ms
+# before it tries again. A call's intent (sagas.protocols.proxy.intended) that meets the write-behind thread's
+# transaction would sleep past it; waiting on this lock instead, it goes as soon as the transaction ends.
+_SQLITE_WRITER = threading.Lock()
+
+
+@contextlib.contextmanager
+def sqlite_turn() -> Iterator[None]:
+    """Around a journal write of this process that a call may wait for: on SQLite, one at a time."""
+    if connections[DEFAULT_DB_ALIAS].vendor != "sqlite":
+        yield
+        return
+    with _SQLITE_WRITER:
+        yield
 
 
 def finished_call(begun: dict[str, Any], outcome: dict[str, Any], started: float, finished: float) -> FinishedCall:

@@ -50,6 +50,7 @@ from sagas.protocols.proxy.calls import ClientIdentity, ProxiedCall, refused_res
 from sagas.protocols.proxy.catalog import Catalog, ExposedTool
 from sagas.protocols.proxy.durable import DurableCallPath
 from sagas.protocols.proxy.elicited import can_ask
+from sagas.protocols.proxy.intended import forward_intended, may_intend
 from sagas.protocols.proxy.raw_channel import strict_loads
 from sagas.protocols.proxy.relay import ConnectionRelay
 from sagas.protocols.proxy.server import ENVELOPE_PREFIX, ProxyServer, forwarded_meta
@@ -223,6 +224,11 @@ class FastCalls:
             try:
                 if facts.effect_class == "read":
                     return await self._read(request, facts)
+                if may_intend(facts):  # journaled by its intent, its step written behind (None: not intended)
+                    sent = forward_intended(path, request, facts, path.forwarder.forward_plain)
+                    intended: Answer | None = await _protocol_errors(sent)
+                    if intended is not None:
+                        return intended
                 begun = await path._begin(request, facts)
             except ServiceError as refused:
                 return refused_result(request, refused.message.rstrip("."))

@@ -148,6 +148,9 @@ class WriteBehind:
     logged (its read stays answered; only its journal line is missing)."""
 
     QUIET_SECONDS = 0.005
+    # After a batch written while calls were being answered, the next waits this long unless the proxy goes quiet:
+    # a transaction of lines holds their session, which the session's next call may be waiting for.
+    PAUSE_SECONDS = 0.01
     MAX_DELAY_SECONDS = 1.0
     MAX_BACKLOG = 100
     MAX_BATCH = 50  # a session's queued reads written in one transaction (ReadLine.write_batch)
@@ -212,7 +215,7 @@ class WriteBehind:
                 self._thread.start()
 
     def _serve(self) -> None:
-        last_used = 0.0
+        last_used = not_before = 0.0
         carried: list[_Behind | None] = []  # taken from the queue while gathering a batch, not part of it
         try:
             while True:
@@ -226,12 +229,14 @@ class WriteBehind:
                     if loop is not None and future is not None:
                         loop.call_soon_threadsafe(_settle, future, None, None)
                     continue
-                self._wait_for_quiet(submitted + self.MAX_DELAY_SECONDS)
+                quiet = self._wait_for_quiet(submitted + self.MAX_DELAY_SECONDS, not_before)
                 batch = self._batch(work, carried)
                 if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
                     _drop_unusable_connections()
                 try:
                     last_used = time.monotonic() if _write(batch) else 0.0
+                    # Written while calls were being answered: the next batch lets them have the database first.
+                    not_before = 0.0 if quiet else time.monotonic() + self.PAUSE_SECONDS
                 finally:
                     with self._lock:
                         self._pending -= len(batch)
@@ -244,8 +249,9 @@ class WriteBehind:
         transaction for all), up to MAX_BATCH; the item that ended the batch, if one was taken, goes to `carried`
         (it is the next one served)."""
         key = getattr(first[0], "batch_key", None)
+        most = getattr(first[0], "max_batch", self.MAX_BATCH)
         batch = [first]
-        while key is not None and len(batch) < self.MAX_BATCH:
+        while key is not None and len(batch) < most:
             try:
                 following = self._work.get_nowait()
             except queue.Empty:
@@ -256,10 +262,14 @@ class WriteBehind:
             batch.append(following)
         return batch
 
-    def _wait_for_quiet(self, deadline: float) -> None:
-        while not self._urgent and self._pending < self.MAX_BACKLOG:
+    def _wait_for_quiet(self, deadline: float, not_before: float) -> bool:
+        """Until no call is being answered (True), or the oldest line's deadline passed or the backlog is full, but
+        not before `not_before` (False); at once when a caller waits for the lines (drained, close)."""
+        while not self._urgent:
             now = time.monotonic()
-            quiet_for = now - self._last_active
-            if (not self._in_flight and quiet_for >= self.QUIET_SECONDS) or now >= deadline:
-                return
+            if not self._in_flight and now - self._last_active >= self.QUIET_SECONDS:
+                return True
+            if now >= not_before and (now >= deadline or self._pending >= self.MAX_BACKLOG):
+                return False
             time.sleep(self.QUIET_SECONDS / 2)
+        return True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import uuid
 from typing import Any
 
 import anyio
@@ -20,10 +21,19 @@ import anyio
 from governance.identity.principal import Principal
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.protocols.proxy.behind import QuickReadCheck, finished_call, may_read_now, now, write_withdraw
+from sagas.protocols.proxy.behind import (
+    CallLine,
+    QuickReadCheck,
+    finished_call,
+    may_read_now,
+    now,
+    sqlite_turn,
+    write_withdraw,
+)
 from sagas.protocols.proxy.forwarding import GONE_BEFORE_SENT
 from sagas.protocols.proxy.journal import Journal, WriteBehind
 from sagas.protocols.proxy.pending_finishes import PendingFinishes, begin_folding, write_finished
+from sagas.proxied_facts import CallFacts
 
 
 class ProxyJournal:
@@ -43,6 +53,25 @@ class ProxyJournal:
         finished = self.finishes.take(principal, str(arguments["saga_id"]))
         unit = functools.partial(begin_folding, principal, arguments, finished)
         return await self.journal.run(unit, abandoned=functools.partial(self._begun_for_nobody, principal, arguments))
+
+    async def intend(
+        self, principal: Principal, saga_id: str, call: CallFacts, arguments: dict[str, Any], step_id: uuid.UUID
+    ) -> bool:
+        """`proxy_call_intend` on a journal thread: whether the call's intent is journaled, so it may be sent."""
+        intent = {"saga_id": saga_id, "call": call, "arguments": arguments, "step_id": step_id}
+        unit = functools.partial(_intend, principal, intent)
+        nobody = functools.partial(self._intended_for_nobody, principal, saga_id, step_id)
+        answer = await self.journal.run(unit, abandoned=nobody)
+        return bool(answer["intended"])
+
+    def _intended_for_nobody(
+        self, principal: Principal, saga_id: str, step_id: uuid.UUID, answer: dict[str, Any]
+    ) -> None:
+        """An intent journaled after its client went away: nothing was sent, which its step says."""
+        if answer.get("intended"):
+            outcome = {"kind": "not_sent", "reason": GONE_BEFORE_SENT, "max_result_bytes": self.max_result_bytes}
+            done = finished_call({"step_id": str(step_id), "fence": 1}, outcome, now(), now())
+            self.behind.submit(CallLine(principal, saga_id, done), at_once=True)
 
     async def read_cleared(self, tenant_id: str, saga_id: str) -> bool:
         """`may_read_now`: by one statement on the quick check's own connection, else on a journal thread (then
@@ -75,3 +104,8 @@ class ProxyJournal:
         self.finishes.flush_all()
         await anyio.to_thread.run_sync(self.behind.close)
         self.quick.close()
+
+
+def _intend(principal: Principal, intent: dict[str, Any]) -> dict[str, Any]:
+    with sqlite_turn():
+        return invoke(OPERATIONS["proxy_call_intend"], principal, intent)

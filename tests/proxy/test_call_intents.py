@@ -1,0 +1,160 @@
+"""A proxied call journaled by its intent (`proxy_call_intend`, one statement before it is sent) and recorded behind
+its answer (`proxy_calls_record`): the same step, events and chain as a begin then a finish; an intent is made only
+while the session is active, not a preview and not switched off; every other transaction on the session first
+writes the intents it finds as their EXECUTING steps; and the recovery sweep does so with one whose proxy died, whose
+outcome it then records as unknown."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from django.db.models.functions import Now
+
+from audit.models import AuditEvent
+from governance.errors import ServiceError
+from governance.identity.principal import local_agent, local_principal
+from governance.models import KillSwitch
+from sagas.coordinator import sagas_recover
+from sagas.coordinator._proxied_journal import KEPT_LEASES
+from sagas.models import ProxyCallIntent, Saga, Step
+from sagas.operations.invoke import invoke
+from sagas.operations.table import OPERATIONS
+from sagas.proxied_facts import CallOutcome, FinishedCall
+from sagas.selectors import saga_verify_audit
+from sagas.selectors.journal_digests import DIGESTS, FORGED
+from tests.proxy.facts import answered, call_facts, session_facts
+
+pytestmark = pytest.mark.django_db
+AGENT = local_agent(protocol="test", tenant_id="acme")
+OPERATOR = local_principal(protocol="test", tenant_id="acme")
+WRITE = call_facts("create_contact", effect_class="unknown")
+
+
+def _op(name: str, actor: Any = AGENT, **arguments: Any) -> dict[str, Any]:
+    return invoke(OPERATIONS[name], actor, arguments)
+
+
+def _session(**more: Any) -> str:
+    return str(_op("proxy_session_open", session=session_facts(), **more)["saga_id"])
+
+
+def _intend(saga_id: str, name: str, call: Any = WRITE) -> tuple[bool, str]:
+    step_id = uuid.uuid4()
+    answer = _op("proxy_call_intend", saga_id=saga_id, call=call, arguments={"name": name}, step_id=step_id)
+    return answer["intended"], str(step_id)
+
+
+def _done(step_id: str, outcome: CallOutcome) -> FinishedCall:
+    return FinishedCall(step_id=step_id, fence=1, outcome=outcome)
+
+
+def _rows(saga_id: str) -> list[dict[str, Any]]:
+    left_out = {"id", "saga", "created_at", "updated_at", "lease_expires_at"}
+    names = [field.attname for field in Step._meta.concrete_fields if field.name not in left_out]
+    return [{name: getattr(step, name) for name in names} for step in Step.objects.filter(saga_id=saga_id)]
+
+
+def _events(saga_id: str) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
+    rows = list(AuditEvent.objects.filter(saga_id=saga_id).exclude(step_id="").order_by("sequence"))
+    left_out = (DIGESTS, FORGED)  # the digests are compared per step below; the MAC binds the session's id
+    events = [
+        (e.event_type, e.status, e.action, e.actor_principal_id, {k: v for k, v in e.data.items() if k not in left_out})
+        for e in rows
+    ]
+    held: dict[str, dict[str, Any]] = {}
+    for event in rows:
+        held.setdefault(event.step_id, {}).update(event.data.get(DIGESTS, {}))
+    return events, list(held.values())
+
+
+def test_calls_recorded_on_their_intents_match_calls_begun_then_finished():
+    begun_then_finished, intended = _session(), _session()
+    outcomes = [answered(), CallOutcome(kind="answered", is_error=True, result={"content": []}), answered()]
+    for n, outcome in enumerate(outcomes):
+        begun = _op("proxy_call_begin", saga_id=begun_then_finished, call=WRITE, arguments={"name": f"c{n}"})
+        step_id, fence = begun["step_id"], begun["fence"]
+        _op("proxy_call_finish", saga_id=begun_then_finished, step_id=step_id, fence=fence, outcome=outcome)
+    done = []
+    for n, outcome in enumerate(outcomes):
+        made, step_id = _intend(intended, f"c{n}")
+        assert made is True
+        done.append(_done(step_id, outcome))
+
+    recorded = _op("proxy_calls_record", saga_id=intended, calls=done)
+
+    assert recorded["statuses"] == ["COMPLETED", "FAILED", "COMPLETED"]
+    assert [str(s.id) for s in Step.objects.filter(saga_id=intended)] == [d.step_id for d in done]  # ids carried
+    assert _rows(intended) == _rows(begun_then_finished)
+    assert _events(intended) == _events(begun_then_finished)
+    assert saga_verify_audit(actor=AGENT, saga_id=intended)["valid"] is True
+    assert not ProxyCallIntent.objects.exists()
+    assert not {d.step_id for d in done} & {str(key) for key in KEPT_LEASES}  # their leases are no longer kept
+
+
+def test_no_intent_is_made_where_the_long_way_would_not_send_the_call():
+    committed, switched, preview, kept = _session(), _session(), _session(preview=True), _session()
+    _op("commit_saga", OPERATOR, saga_id=committed)
+    KillSwitch.objects.create(tenant_id="acme", saga_id=switched, engaged_by="op", reason="stop")
+
+    assert _intend(committed, "a")[0] is False
+    assert _intend(switched, "a")[0] is False
+    assert _intend(preview, "a")[0] is False
+    assert _intend(kept, "a", call_facts("send", effect_class="unknown", gate="confirm"))[0] is False
+    other_tenant = local_agent(protocol="test", tenant_id="other")
+    with pytest.raises(Exception):  # noqa: B017 - not its session: nothing is made, whatever the words
+        made = invoke(
+            OPERATIONS["proxy_call_intend"],
+            other_tenant,
+            {"saga_id": kept, "call": WRITE, "arguments": {}, "step_id": uuid.uuid4()},
+        )
+        assert made["intended"] is True
+    assert not ProxyCallIntent.objects.exists() and not Step.objects.exists()
+
+
+def test_any_other_transaction_on_the_session_writes_the_intents_it_finds_as_their_steps_first():
+    session = _session()
+    _, first = _intend(session, "first")
+
+    later = _op("proxy_call_begin", saga_id=session, call=WRITE, arguments={"name": "later"})
+
+    steps = list(Step.objects.filter(saga_id=session))
+    assert [(str(s.id), s.status, s.input) for s in steps] == [
+        (first, "EXECUTING", {"name": "first"}),  # the call sent first comes first
+        (later["step_id"], "EXECUTING", {"name": "later"}),
+    ]
+    started = AuditEvent.objects.get(step_id=first, event_type="STEP_STARTED")
+    assert started.actor_principal_id == AGENT.principal_id  # the agent who made the call, whoever wrote the step
+    assert not ProxyCallIntent.objects.exists()
+    # the outcome recorded afterwards finishes the step as written
+    assert _op("proxy_calls_record", saga_id=session, calls=[_done(first, answered())])["statuses"] == ["COMPLETED"]
+
+
+def test_a_commit_sees_a_call_still_out_on_its_intent():
+    session = _session()
+    _, step_id = _intend(session, "out")
+
+    with pytest.raises(ServiceError) as refused:
+        _op("commit_saga", OPERATOR, saga_id=session)
+    assert refused.value.code == "UNFINISHED_STEPS"  # the call sent on its intent counts, though no step was written
+
+    assert _op("proxy_calls_record", saga_id=session, calls=[_done(step_id, answered())])["statuses"] == ["COMPLETED"]
+    assert _op("commit_saga", OPERATOR, saga_id=session)["status"] == "COMMITTED"
+
+
+def test_the_sweep_records_an_intent_whose_proxy_died_as_a_call_with_an_unknown_outcome():
+    session = _session()
+    _, step_id = _intend(session, "lost")
+    KEPT_LEASES.pop(uuid.UUID(step_id))  # the proxy that made it is gone: nobody renews its lease
+    ProxyCallIntent.objects.filter(pk=step_id).update(lease_expires_at=Now())
+
+    report = sagas_recover()
+
+    step = Step.objects.get(pk=step_id)
+    assert report.steps_recovered == 1
+    assert step.status == "FAILED" and step.uncertain_outcome and step.error["code"] == "WORKER_LOST"
+    assert Saga.objects.get(pk=session).status == "RECOVERY_REQUIRED"
+    assert not ProxyCallIntent.objects.exists()
+    assert saga_verify_audit(actor=AGENT, saga_id=session)["valid"] is True
+    assert sagas_recover().steps_recovered == 0
