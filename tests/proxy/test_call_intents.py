@@ -23,8 +23,8 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.proxied_facts import CallOutcome, FinishedCall
 from sagas.selectors import saga_verify_audit
-from sagas.selectors.journal_digests import DIGESTS, FORGED
 from tests.proxy.facts import answered, call_facts, session_facts
+from tests.proxy.journal_rows import step_events, step_rows
 
 pytestmark = pytest.mark.django_db
 AGENT = local_agent(protocol="test", tenant_id="acme")
@@ -50,25 +50,6 @@ def _done(step_id: str, outcome: CallOutcome) -> FinishedCall:
     return FinishedCall(step_id=step_id, fence=1, outcome=outcome)
 
 
-def _rows(saga_id: str) -> list[dict[str, Any]]:
-    left_out = {"id", "saga", "created_at", "updated_at", "lease_expires_at"}
-    names = [field.attname for field in Step._meta.concrete_fields if field.name not in left_out]
-    return [{name: getattr(step, name) for name in names} for step in Step.objects.filter(saga_id=saga_id)]
-
-
-def _events(saga_id: str) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
-    rows = list(AuditEvent.objects.filter(saga_id=saga_id).exclude(step_id="").order_by("sequence"))
-    left_out = (DIGESTS, FORGED)  # the digests are compared per step below; the MAC binds the session's id
-    events = [
-        (e.event_type, e.status, e.action, e.actor_principal_id, {k: v for k, v in e.data.items() if k not in left_out})
-        for e in rows
-    ]
-    held: dict[str, dict[str, Any]] = {}
-    for event in rows:
-        held.setdefault(event.step_id, {}).update(event.data.get(DIGESTS, {}))
-    return events, list(held.values())
-
-
 def test_calls_recorded_on_their_intents_match_calls_begun_then_finished():
     begun_then_finished, intended = _session(), _session()
     outcomes = [answered(), CallOutcome(kind="answered", is_error=True, result={"content": []}), answered()]
@@ -86,8 +67,8 @@ def test_calls_recorded_on_their_intents_match_calls_begun_then_finished():
 
     assert recorded["statuses"] == ["COMPLETED", "FAILED", "COMPLETED"]
     assert [str(s.id) for s in Step.objects.filter(saga_id=intended)] == [d.step_id for d in done]  # ids carried
-    assert _rows(intended) == _rows(begun_then_finished)
-    assert _events(intended) == _events(begun_then_finished)
+    assert step_rows(intended) == step_rows(begun_then_finished)
+    assert step_events(intended) == step_events(begun_then_finished)
     assert saga_verify_audit(actor=AGENT, saga_id=intended)["valid"] is True
     assert not ProxyCallIntent.objects.exists()
     assert not {d.step_id for d in done} & {str(key) for key in KEPT_LEASES}  # their leases are no longer kept

@@ -17,8 +17,8 @@ from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
 from sagas.proxied_facts import BehindRead, CallOutcome
 from sagas.selectors import saga_verify_audit
-from sagas.selectors.journal_digests import DIGESTS, FORGED
 from tests.proxy.facts import answered, call_facts, session_facts
+from tests.proxy.journal_rows import step_events, step_rows
 
 pytestmark = pytest.mark.django_db
 AGENT = local_agent(protocol="test", tenant_id="acme")
@@ -66,45 +66,10 @@ def test_reads_written_together_match_reads_written_one_by_one():
     assert [b["outcome"] for b in recorded["begun"]] == ["forward"] * 3
     assert [b["step_id"] for b in recorded["begun"]] == [read.step_id for read in reads]  # the ids they carried
 
-    assert _rows(together) == _rows(one_by_one)  # written once in its final state, as a begin then a finish leave it
-    assert _event_rows(together) == _event_rows(one_by_one)
+    assert step_rows(together) == step_rows(one_by_one)  # written once, as a begin then a finish leave it
+    assert step_events(together) == step_events(one_by_one)
     assert [step for _, step in _events(together)] == [r.step_id for r in reads for _ in (1, 2)]
     assert saga_verify_audit(actor=AGENT, saga_id=together)["valid"] is True
-
-
-def _rows(saga_id: str) -> list[dict[str, Any]]:
-    """Every column of the session's steps but the ones that name it or say when."""
-    left_out = {"id", "saga", "created_at", "updated_at"}
-    steps = Step.objects.filter(saga_id=saga_id).order_by("sequence")
-    fields = [field.attname for field in Step._meta.concrete_fields if field.name not in left_out]
-    rows = []
-    for step in steps:
-        row = {name: getattr(step, name) for name in fields}
-        if isinstance(row["result"], dict):  # the measured duration is the outcome's, the same in both
-            row["result"] = {**row["result"]}
-        rows.append(row)
-    return rows
-
-
-def _event_rows(saga_id: str) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
-    """Each step event's type, status, action and data but its journal digests; and the digests the chain holds
-    for each step, the newest of each field (one transaction stamps them on its newest event naming the step, so a
-    begin and a finish apart stamp two events, one transaction one; sagas.coordinator._journal_digests)."""
-    rows = list(AuditEvent.objects.filter(saga_id=saga_id).exclude(step_id="").order_by("sequence"))
-    events = [
-        (
-            e.event_type,
-            e.status,
-            e.action,
-            e.action_version,
-            {k: v for k, v in e.data.items() if k not in (DIGESTS, FORGED)},
-        )
-        for e in rows
-    ]
-    held: dict[str, dict[str, Any]] = {}
-    for event in rows:
-        held.setdefault(event.step_id, {}).update(event.data.get(DIGESTS, {}))
-    return events, list(held.values())
 
 
 def test_a_session_no_longer_active_takes_none_of_the_reads():
