@@ -37,7 +37,7 @@ from sagas.coordinator._leases import RELEASED, LeaseRef, heartbeat, lease_deadl
 from sagas.coordinator._tx import Tx, locked_saga
 from sagas.coordinator.compensation import compensate, runner_lost
 from sagas.errors import InvalidTransition
-from sagas.models import Node, Saga, Step
+from sagas.models import Node, ProxyCallIntent, Saga, Step
 from sagas.selectors.scope import parse_uuid
 from sagas.states import (
     COMPENSABLE_STEP_STATES,
@@ -97,10 +97,14 @@ def saga_rollback_resume(*, saga_id: object, trace: dict[str, str] | None = None
 
 
 def in_flight(saga: Saga) -> int:
-    """Attempts of this saga executing right now under a live lease (node attempts or an immediate step)."""
+    """Attempts of this saga executing right now under a live lease (node attempts or an immediate step, and a
+    proxied call sent on its intent whose step is not written yet)."""
     live_node = Q(node__isnull=False, node__status=NodeStatus.EXECUTING, node__lease_expires_at__gt=Now())
     live_immediate = Q(node__isnull=True, lease_expires_at__gt=Now())
-    return saga.steps.filter(status=StepStatus.EXECUTING).filter(live_node | live_immediate).count()
+    steps = saga.steps.filter(status=StepStatus.EXECUTING).filter(live_node | live_immediate).count()
+    if not saga.is_proxy_session:
+        return steps
+    return steps + ProxyCallIntent.objects.filter(saga=saga, lease_expires_at__gt=Now()).count()
 
 
 def _request(actor: Principal, saga_id: object, note: Callable[[Tx], None] | None = None) -> uuid.UUID:

@@ -139,3 +139,22 @@ def test_the_sweep_records_an_intent_whose_proxy_died_as_a_call_with_an_unknown_
     assert not ProxyCallIntent.objects.exists()
     assert saga_verify_audit(actor=AGENT, saga_id=session)["valid"] is True
     assert sagas_recover().steps_recovered == 0
+
+
+def test_an_undo_asked_while_a_call_is_out_on_its_intent_changes_nothing():
+    session = _session()
+    _, step_id = _intend(session, "out")
+
+    with pytest.raises(ServiceError) as busy:
+        _op("proxy_session_undo", OPERATOR, saga_id=session)
+
+    assert busy.value.code == "UNDO_BUSY"  # the call sent on its intent is in flight, though no step is written yet
+    assert Saga.objects.get(pk=session).status == "ACTIVE"
+    _op("proxy_calls_record", saga_id=session, calls=[_done(step_id, answered())])
+
+
+def test_no_intent_is_made_in_a_saga_that_is_not_a_proxy_session():
+    plain = _op("begin_saga")["id"]
+
+    assert _intend(str(plain), "a")[0] is False
+    assert not ProxyCallIntent.objects.exists()

@@ -28,7 +28,7 @@ from governance.models import KillSwitch
 from registry.models import ActionDefinition
 from sagas.coordinator.sql import pipeline, rows
 from sagas.models import Node, NodeDependency, ProxyCallIntent, Saga, Step
-from sagas.states import NodeStatus, SagaStatus
+from sagas.states import NodeStatus, SagaKind, SagaStatus
 
 SqlQuery = rows.SqlQuery
 
@@ -52,8 +52,8 @@ def insert_events(events: Sequence[AuditEvent]) -> None:
 
 def insert_intent(intent: ProxyCallIntent, tenant_id: str, lease_seconds: float) -> bool:
     """INSERT a proxied call's intent (its lease deadline `lease_seconds` from the database's now) only while its
-    session is ACTIVE in `tenant_id`, not a preview, and no kill switch is engaged for the tenant or the session;
-    whether it was.
+    session (a saga of kind PROXY_SESSION) is ACTIVE in `tenant_id`, not a preview, and no kill switch is engaged
+    for the tenant or the session; whether it was.
 
     One statement, its own commit (the proxy's journal threads run in autocommit). On PostgreSQL it takes the
     session's row FOR SHARE: it waits while a transaction holds the session (which turns the intents it found into
@@ -74,6 +74,7 @@ def insert_intent(intent: ProxyCallIntent, tenant_id: str, lease_seconds: float)
         tenant_id,
         SagaStatus.ACTIVE.value,
         False,
+        SagaKind.PROXY_SESSION.value,
     ]
     with connection.cursor() as cursor:
         cursor.execute(_intent_sql(connection.vendor, deadline), params)
@@ -89,7 +90,7 @@ def _intent_sql(vendor: str, deadline: str) -> str:
     sql = (
         f"INSERT INTO {intent} ({columns}) SELECT %s, s.{quote('id')}, %s, %s, %s, %s, %s, {deadline}, %s "
         f"FROM {saga} s WHERE s.{quote('id')} = %s AND s.{quote('tenant_id')} = %s AND s.{quote('status')} = %s "
-        f"AND s.{quote('preview')} = %s "
+        f"AND s.{quote('preview')} = %s AND s.{quote('kind')} = %s "
         f"AND NOT EXISTS (SELECT 1 FROM {switch} k WHERE k.{quote('tenant_id')} = s.{quote('tenant_id')} "
         f"AND (k.{quote('saga_id')} IS NULL OR k.{quote('saga_id')} = s.{quote('id')}))"
     )

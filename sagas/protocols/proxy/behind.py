@@ -185,6 +185,8 @@ class CallLine:
     done: FinishedCall
     # Few to a transaction: it holds the session, and the session's next call waits for it to journal its intent.
     max_batch = 4
+    # Written soon even while calls keep coming: until then a crash turns the call's known outcome into an unknown.
+    max_delay = 0.1
 
     @property
     def batch_key(self) -> tuple[str, str, str, str]:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from governance.policy import engine as governance_policy
+from django.conf import settings
+
+from governance.policy.engine import BACKEND_NONE
 from sagas.protocols.proxy.behind import CallLine, finished_call, now
 from sagas.protocols.proxy.calls import ProxiedCall
 from sagas.protocols.proxy.durable import DurableCallPath, Forward, Sent
@@ -23,8 +25,10 @@ from sagas.proxied_facts import CallFacts
 
 def may_intend(facts: CallFacts) -> bool:
     """Whether the call may be journaled by an intent: gate allow, a tools/call, no tenant policy configured (its
-    decision is audited with the step, so such calls are begun the long way)."""
-    return facts.gate == "allow" and not facts.method and governance_policy.engine() is None
+    decision is audited with the step, so such calls are begun the long way). Read from the settings alone: asking
+    the policy engine loads and records its revision, which is database work this event loop must not do (the
+    coordinator asks it again, on a journal thread)."""
+    return facts.gate == "allow" and not facts.method and settings.SAGA_POLICY_MODE == BACKEND_NONE
 
 
 async def forward_intended(

@@ -52,7 +52,13 @@ class Journal:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._work.put((unit, loop, future, abandoned))
-        return await future
+        try:
+            return await future
+        except asyncio.CancelledError:
+            # Cancelled after the answer was handed over but before this coroutine resumed: nobody will act on it.
+            if abandoned is not None and future.done() and not future.cancelled() and future.exception() is None:
+                abandoned(future.result())
+            raise
 
     def close(self) -> None:
         """Let every thread finish what it has, close its connections and stop."""
@@ -141,7 +147,8 @@ class WriteBehind:
     thread that keeps its database connection (sagas.protocols.proxy.behind).
 
     The thread writes while the proxy is quiet (no call in flight for QUIET_SECONDS), so a burst of reads is not
-    slowed by its own journal, which shares the interpreter with it; a line waits at most MAX_DELAY_SECONDS, and once
+    slowed by its own journal, which shares the interpreter with it; a line waits at most MAX_DELAY_SECONDS (or its
+    own `max_delay`), and once
     MAX_BACKLOG lines wait they are written at once. `drained()` waits until everything submitted so far is written:
     a call journaled ahead waits for it before its own line, so a session's ledger keeps the order its calls were
     sent in. `close()` writes what is queued, then stops: nothing is lost on a clean stop. A unit that fails is
@@ -229,7 +236,8 @@ class WriteBehind:
                     if loop is not None and future is not None:
                         loop.call_soon_threadsafe(_settle, future, None, None)
                     continue
-                quiet = self._wait_for_quiet(submitted + self.MAX_DELAY_SECONDS, not_before)
+                waits = getattr(unit, "max_delay", self.MAX_DELAY_SECONDS)
+                quiet = self._wait_for_quiet(submitted + waits, not_before)
                 batch = self._batch(work, carried)
                 if time.monotonic() - last_used > CHECK_AFTER_IDLE_SECONDS:
                     _drop_unusable_connections()
