@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from audit.canonical import sha256_hex
-from registry.capture_outcomes import BRANCH_OF, branch_problems
 from registry.errors import RegistryError
 from registry.semantics import semantic_reversibility
-from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
-from registry.url_templates import url_template_problems
 
-# jsonschema (and `referencing`) load with the first validation, not with this module: a process that only reads
-# contracts (an operator's `semantic-saga ledger`) never pays for them.
+# jsonschema (and `referencing`) load with the first validation, not with this module, and so do the template, URL
+# and capture-branch rules (registry.templating with JMESPath behind it, url_templates, capture_outcomes): a process
+# that only reads contracts or hashes them (an operator's `semantic-saga ledger` and `verify`) never pays for them.
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import ValidationError
@@ -222,6 +220,9 @@ def _http_request_problems(
 ) -> list[str]:
     """Whole-value templates in the body, per-segment templates in the URL (registry.url_templates), none in
     headers: a header is where secrets go, and a value there could smuggle a second header or a credential."""
+    from registry.templating import TEMPLATE_MARKER, iter_strings, template_problems
+    from registry.url_templates import url_template_problems
+
     problems = template_problems(request.get("body"), f"{path}.body", allow_result=allow_result)
     schemas = {"input": contract.get("input_schema"), "result": contract.get("output_schema")}
     problems += url_template_problems(request.get("url"), f"{path}.url", allow_result=allow_result, schemas=schemas)
@@ -253,6 +254,9 @@ def _draft_problems(contract: dict[str, Any], path: str) -> list[str]:
 
 def _mcp_problems(contract: dict[str, Any], path: str) -> list[str]:
     """Templates only in arguments, with the roots each call may use; nothing templated in server or tool names."""
+    from registry.capture_outcomes import BRANCH_OF, branch_problems
+    from registry.templating import template_problems
+
     problems = []
     capture = contract.get("capture")
     has_capture = isinstance(capture, dict)
@@ -296,6 +300,8 @@ def _part(contract: dict[str, Any], part: str) -> Any:
 
 
 def _literal_only(value: Any, path: str) -> list[str]:
+    from registry.templating import TEMPLATE_MARKER, iter_strings
+
     return [
         f"{where}: templates are only rendered in arguments; {text!r} would be used literally"
         for where, text in iter_strings(value, path)

@@ -14,7 +14,10 @@ class ProjectConfig(AppConfig):
 
 class OperatorProjectConfig(ProjectConfig):
     """The same app in an operator verb's lighter set-up (saga_project.operator_settings): the checks, no Celery app
-    (those verbs send no task: sagas.apps.OperatorSagasConfig)."""
+    (those verbs send no task: sagas.apps.OperatorSagasConfig). Governance's identity and policy checks are
+    registered here too, as its app does where it is installed: a read verb's settings leave that app out
+    (saga_project.read_settings), not its checks."""
 
     def ready(self) -> None:
+        from governance import checks as governance_checks  # noqa: F401  (registers them; once, wherever imported)
         from saga_project import checks  # noqa: F401  (registers the project-wide checks)

@@ -6,7 +6,8 @@ status 1, not a traceback: it is the operator's to fix, not a bug. `--traceback`
 Two things happen before the command runs:
 - The operator verbs (OPERATOR_VERBS) set Django up with saga_project.operator_settings, the apps that hold the
   data and nothing of the web surfaces, so a person typing `semantic-saga pending` in a loop waits for a few rows,
-  not for the console, the MCP SDK and DRF to load (docs/benchmarks.md, "The command line").
+  not for the console, the MCP SDK and DRF to load (docs/benchmarks.md, "The command line"); those that only read
+  (READ_VERBS) with saga_project.read_settings, less the apps a read never touches (auth, contenttypes, governance).
 - With no DATABASE_URL configured, the per-user home's database (saga_project.home) is created and migrated on
   first use, under a lock, and a first `serve` collects the console's static files there.
 
@@ -25,14 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from saga_project import home, verbs
+# saga_project.home is imported where it is used, after main() has paused the garbage collector: it brings in Django
+# (its exceptions, and django/__init__'s own imports), the first of the modules an operator verb loads.
+from saga_project import verbs
 
 FULL_SETTINGS = "saga_project.settings"
 OPERATOR_SETTINGS = "saga_project.operator_settings"
-# Commands (and their hyphenated aliases) that read rows or decide a held call, set up with OPERATOR_SETTINGS.
-OPERATOR_VERBS = frozenset(
-    {"pending", "approve", "deny", "ledger", "status", "verify", "preview_report", "preview-report"}
-)
+READ_SETTINGS = "saga_project.read_settings"
+# Commands (and their hyphenated aliases) that read rows, set up with READ_SETTINGS; and those that decide a held
+# call (through the operation table, which consults the kill switches: governance), with OPERATOR_SETTINGS.
+READ_VERBS = frozenset({"pending", "ledger", "status", "verify", "preview_report", "preview-report"})
+DECISION_VERBS = frozenset({"approve", "deny"})
+OPERATOR_VERBS = READ_VERBS | DECISION_VERBS
 # The app whose management commands they are.
 OPERATOR_VERBS_APP = "sagas"
 # Commands that serve: with a database configured, it is probed before they start (saga_project.startup_database).
@@ -73,9 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
+def operator_settings_for(command: str) -> str:
+    """The settings module an operator verb is set up with."""
+    return READ_SETTINGS if command in READ_VERBS else OPERATOR_SETTINGS
+
+
 def execute(argv: list[str]) -> None:
     """Django's execute_from_command_line(argv), once set_up_for has set Django up. An operator verb set up with
-    OPERATOR_SETTINGS runs its command directly: Django would set itself up a second time and list every app's
+    its operator settings runs its command directly: Django would set itself up a second time and list every app's
     commands to find the one these settings can only mean (sagas', tests/commands/test_operator_setup.py), and the
     command parses its arguments, prints its help and errors and exits as it does when Django finds it. Shell
     completion (DJANGO_AUTO_COMPLETE) is Django's own, so it keeps Django's way."""
@@ -84,7 +94,7 @@ def execute(argv: list[str]) -> None:
     command = argv[1] if len(argv) > 1 else ""
     if (
         command in OPERATOR_VERBS
-        and settings.SETTINGS_MODULE == OPERATOR_SETTINGS
+        and settings.SETTINGS_MODULE in (OPERATOR_SETTINGS, READ_SETTINGS)
         and "DJANGO_AUTO_COMPLETE" not in os.environ
     ):
         from django.core.management import load_command_class
@@ -130,13 +140,15 @@ def set_up_for(command: str) -> None:
     from django.apps import apps
     from django.conf import settings
 
+    from saga_project import home
+
     behind = operator = False
     if os.environ["DJANGO_SETTINGS_MODULE"] == FULL_SETTINGS and not apps.ready:
         full: Any = importlib.import_module(FULL_SETTINGS)
         behind = full.SAGA_USES_HOME and home.unapplied_migrations(Path(full.DATABASES["default"]["NAME"]))
         # A database still to be migrated is migrated with every app's migrations: the full set-up, this once.
         if command in OPERATOR_VERBS and not behind:
-            os.environ["DJANGO_SETTINGS_MODULE"] = OPERATOR_SETTINGS
+            os.environ["DJANGO_SETTINGS_MODULE"] = operator_settings_for(command)
             operator = True
     django.setup()
     if operator:
@@ -159,22 +171,38 @@ def prepare_home(command: str) -> None:
     collects the console's static files there), under the home's lock. Nothing when a database is configured."""
     from django.conf import settings
 
+    from saga_project import home
+
     if getattr(settings, "SAGA_USES_HOME", False):
         database = Path(settings.DATABASES["default"]["NAME"])
         _make_home_ready(settings, command, behind=home.unapplied_migrations(database))
 
 
 def _drop_settled_checks() -> None:
-    """Unregister the two system checks whose answer OPERATOR_SETTINGS settles, each of which loads a module tree
-    to give it: whether `makemigrations` and `migrate` share an autodetector (Django's own two commands, as no
-    operator app overrides either: the migration framework, for two commands these verbs never run), and where
-    LoginRequiredMiddleware stands in MIDDLEWARE (auth's middleware, views and forms, to search an empty list).
-    Every other check still runs before the verb."""
-    from django.contrib.auth.checks import check_middleware
+    """Unregister the system checks whose answer the operator settings settle, each of which loads a module tree to
+    give it: whether `makemigrations` and `migrate` share an autodetector (Django's own two commands, as no operator
+    app overrides either: the migration framework, for two commands these verbs never run); the error views of the
+    URL conf and the CSRF failure view, which these settings leave to Django's defaults (the URL conf is the
+    operator settings module itself and names none; no setting of ours names a CSRF view): django.views and its
+    generic views, to look at five function signatures in a process that serves no HTTP; and where
+    LoginRequiredMiddleware stands in MIDDLEWARE (auth's middleware, views and forms, to search an empty list;
+    auth's own check, registered only where auth is installed: not in READ_SETTINGS). Every other check still runs
+    before the verb (tests/commands/test_operator_dispatch.py: the ones dropped find nothing in these settings)."""
+    from django.apps import apps
     from django.core.checks.commands import migrate_and_makemigrations_autodetector
     from django.core.checks.registry import registry
+    from django.core.checks.security.csrf import check_csrf_failure_view
+    from django.core.checks.urls import check_custom_error_handlers
 
-    registry.registered_checks -= {check_middleware, migrate_and_makemigrations_autodetector}
+    registry.registered_checks -= {
+        migrate_and_makemigrations_autodetector,
+        check_custom_error_handlers,
+        check_csrf_failure_view,
+    }
+    if apps.is_installed("django.contrib.auth"):
+        from django.contrib.auth.checks import check_middleware
+
+        registry.registered_checks -= {check_middleware}
 
 
 def _leave_quickly() -> None:
@@ -192,6 +220,8 @@ def _make_home_ready(settings: Any, command: str, *, behind: bool) -> None:
     console's static files there once. Under the home's lock: a second command started meanwhile waits, then
     finds the work done."""
     from django.core.management import call_command
+
+    from saga_project import home
 
     database = Path(settings.DATABASES["default"]["NAME"])
     static = Path(settings.STATIC_ROOT)

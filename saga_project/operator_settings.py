@@ -9,11 +9,12 @@ reference, then ours), and the web surfaces go: the admin and its console, sessi
 drf-spectacular and the OIDC views. None of their models is referenced by ours. `sagas` and the project come with
 app configs that register no Celery tasks and load no Celery app (sagas.apps.OperatorSagasConfig,
 saga_project.apps.OperatorProjectConfig); the system checks of the remaining apps still run before the verb does
-(the URL check against the empty URL list below: there is no HTTP here), all but the two whose answer these settings
-settle (saga_project.cli._drop_settled_checks).
+(the URL check against the empty URL list below: there is no HTTP here), all but the few whose answer these
+settings settle (saga_project.cli._drop_settled_checks).
 
-saga_project.cli picks this module for those verbs only, and only when the full settings would be
-saga_project.settings; every other command (`serve`, `proxy`, `mcp`, `migrate`, `check`, workers) and the tests
+saga_project.cli picks this module for `approve` and `deny`, and saga_project.read_settings (this one less the apps
+a read never touches: auth, contenttypes, governance) for the verbs that only read, and only when the full settings
+would be saga_project.settings; every other command (`serve`, `proxy`, `mcp`, `migrate`, `check`, workers) and the tests
 use saga_project.settings unchanged. A database that still needs migrating is migrated with the full settings
 first (saga_project.cli), so the schema is always the whole project's.
 """

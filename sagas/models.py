@@ -138,7 +138,8 @@ class NodeDependency(models.Model):
 
 
 class Step(models.Model):
-    """The write-ahead journal: a step row exists as EXECUTING before its side effect is attempted.
+    """The write-ahead journal: a step row exists as EXECUTING before its side effect is attempted (for a proxied call
+    journaled by its intent, the ProxyCallIntent row does, and the step is written with the call's outcome).
 
     `id` is the idempotency identity: every forward retry reuses it, compensation uses `<id>:rollback`.
     """

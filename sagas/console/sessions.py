@@ -19,8 +19,9 @@ from governance.identity.rbac import READ, authorize
 from sagas.models import Node, Saga, Step
 from sagas.selectors.approvals import ApprovalContext, waiting_contexts
 from sagas.selectors.proxy_chain import ChainWalk, session_chain
-from sagas.selectors.proxy_ledger import LedgerRow, SessionLine, ledger_rows, lines_of, proxy_session
-from sagas.selectors.proxy_sessions import PROXY_ACTION_PREFIX, proxy_sessions
+from sagas.selectors.proxy_ledger import LedgerRow, ledger_rows
+from sagas.selectors.proxy_session_lines import SessionLine, lines_of
+from sagas.selectors.proxy_sessions import PROXY_ACTION_PREFIX, proxy_session, proxy_sessions
 from sagas.selectors.proxy_text import call_status, milliseconds, size, undo_label, undo_what
 from sagas.states import SagaStatus
 

@@ -1,6 +1,6 @@
 """What the proxy's terminal commands (ledger, status, checkpoint, undo, verify, preview-report) share: who is
 asking (the local operator of SAGA_DEFAULT_TENANT, as `semantic-saga proxy` itself acts), which session a SESSION
-argument names (an id, a short id or `last`: sagas.selectors.proxy_ledger.proxy_session), the common `--session` and
+argument names (an id, a short id or `last`: sagas.selectors.proxy_sessions.proxy_session), the common `--session` and
 `--json` options, and a refusal shown as one line instead of a traceback."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.core.management.base import CommandError
 from governance.errors import ServiceError
 from governance.identity.principal import Principal, local_principal
 from sagas.models import Saga
-from sagas.selectors.proxy_ledger import LAST, proxy_session
+from sagas.selectors.proxy_sessions import LAST, proxy_session
 
 SESSION_HELP = (
     "The proxy session: its saga id, a unique prefix or last characters of it (8 are shown), or `last` (the "

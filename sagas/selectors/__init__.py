@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sagas.selectors.approval_queue import ApprovalPage, approvals_pending
-    from sagas.selectors.approvals import pending_approvals
+    from sagas.selectors.approval_requests import pending_approvals
     from sagas.selectors.audit_trail import audit_event_to_dict, saga_audit_events, saga_verify_audit
     from sagas.selectors.pages import decode_keyset_cursor, encode_keyset_cursor
     from sagas.selectors.policy import policy_status
@@ -40,7 +40,7 @@ _MODULES = {
     "held_call_decision": "proxy_sessions",
     "held_call_node": "proxy_sessions",
     "held_calls_pending": "proxy_sessions",
-    "pending_approvals": "approvals",
+    "pending_approvals": "approval_requests",
     "policy_status": "policy",
     "preview_report": "preview_reports",
     "saga_audit_events": "audit_trail",

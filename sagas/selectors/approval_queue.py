@@ -10,7 +10,8 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.models import Approval
 from sagas.selectors import shapes
-from sagas.selectors.approvals import ApprovalContext, approval_contexts, pending_approvals
+from sagas.selectors.approval_requests import pending_approvals
+from sagas.selectors.approvals import ApprovalContext, approval_contexts
 from sagas.selectors.pages import keyset_page
 
 

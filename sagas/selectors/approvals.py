@@ -1,5 +1,5 @@
-"""Approval reads: the tenant's pending requests, whether a node holds a binding approval, and what an approver
-needs to judge one request, computed once for every surface.
+"""Approval reads: whether a node holds a binding approval, and what an approver needs to judge one request,
+computed once for every surface (the tenant's requests still waiting: sagas.selectors.approval_requests).
 
 The console's queue, decide page and saga detail, the REST approval list and the MCP and A2A views of a waiting
 node (sagas.selectors.shapes.node_to_dict) all read an approval through `approval_contexts`: the node's input (field by
@@ -19,11 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 
 from audit.canonical import sha256_hex
 from audit.models import AuditEvent, EventType
-from governance.identity.principal import Principal
 from registry.models import ActionDefinition
 from registry.semantics import reversibility_of, risk_of
 from sagas.models import Approval, Node
@@ -51,14 +50,6 @@ CONSEQUENCE = {
     "read_only": "read only — changes nothing, nothing to undo",
     "unknown": "reversibility unknown — treat it as irreversible",
 }
-
-
-def pending_approvals(actor: Principal) -> QuerySet[Approval]:
-    """The tenant's approval requests still waiting for a decision, on nodes still WAITING_APPROVAL (served by
-    approval_status_created_idx). The console's queue and the REST approval list read through this one query."""
-    return Approval.objects.filter(
-        status=ApprovalStatus.PENDING, node__status=NodeStatus.WAITING_APPROVAL, node__saga__tenant_id=actor.tenant_id
-    )
 
 
 def input_digest(payload: Any) -> str:
@@ -143,8 +134,8 @@ def approval_context(approval: Approval) -> ApprovalContext:
 def approval_contexts(approvals: Iterable[Approval]) -> dict[uuid.UUID, ApprovalContext]:
     """Each approval's context by approval id, in three queries at most whatever the count (`approval.node` is
     read, so select or prefetch it)."""
-    # Imported here: the pins and their description scan behind it cost some 20 ms to load, and the operator's
-    # `semantic-saga status` and `pending` read pending_approvals above without ever judging an approval.
+    # Imported here: the pins and their description scan behind it cost some 20 ms to load, and whoever imports
+    # this module for another read should not pay for them.
     from sagas.selectors.held_call_view import held_call_views
 
     rows = list(approvals)

@@ -38,7 +38,6 @@ from django.conf import settings
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from audit.canonical import canonical_json, sha256_hex
-from audit.chain import iter_events, verify_events
 from audit.models import AuditEvent
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
@@ -332,6 +331,8 @@ class SessionDigests:
 def verified_digests(saga_id: uuid.UUID | str) -> SessionDigests:
     """The session's digests from one pass over its chain that also verifies it, and its end against the head the
     session row records (a chain whose newest events were deleted still verifies on its own)."""
+    from audit.chain import iter_events, verify_events  # the undo's walk alone verifies here: not the ledger's rows
+
     head_sequence, head_hash = Saga.objects.filter(pk=saga_id).values_list("audit_sequence", "audit_head_hash").get()
     recorded: Recorded = {}
     at_head: list[str] = []

@@ -1,39 +1,38 @@
-"""The MCP proxy's ledger as an operator reads it (`semantic-saga ledger`, `status`, `undo`): one row per proxied
-call of a session, and a line per session. Every proxied call is a step of its session's saga whose snapshot holds
-a `proxy` section (sagas.coordinator.proxy.contract); nothing here is stored twice.
+"""The MCP proxy's ledger as an operator reads it (`semantic-saga ledger`, `undo`, the console's session page): one
+row per proxied call of a session (the line per session `status` shows: sagas.selectors.proxy_session_lines). Every
+proxied call is a step of its session's saga whose snapshot holds a `proxy` section
+(sagas.coordinator.proxy.contract); nothing here is stored twice.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
 from audit.models import AuditEvent
 from audit.models import EventType as E
 from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
-from sagas.models import Checkpoint, Node, Saga, Step
-from sagas.selectors.proxy_sessions import proxy_sessions
-from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
-from sagas.selectors.short_ids import resolve
-from sagas.selectors.undo_outcome import UndoOutcome, left_words, undo_outcomes
-from sagas.states import COMPENSABLE_STEP_STATES, NodeStatus, SagaKind, StepStatus
+from sagas.models import Checkpoint, Node, ProxyCallIntent, Saga, Step
+from sagas.selectors.proxy_sessions import HELD_STATUSES
+from sagas.states import COMPENSABLE_STEP_STATES, StepStatus
 
 # The journal's digests, the undo plan and the audit chain are imported by the functions that read them (a ledger's
-# rows): `semantic-saga status` reads its session lines here and needs none of them, nor the registry's contracts,
-# templates and JMESPath behind them (some 5 ms of a command meant to answer in 0.2 s).
+# rows; its undo plans only for the --json line and the console): the terminal's table needs no undo plan, nor the
+# registry's compensation plans behind it. A SESSION argument is resolved by sagas.selectors.proxy_sessions and
+# `semantic-saga status` reads its lines in sagas.selectors.proxy_session_lines: neither loads this module's rows.
 if TYPE_CHECKING:
     from sagas.selectors.journal_digests import Recorded
 
-LAST = "last"
 # A held call has not reached the world: an undo has nothing to do for it.
 HELD_UNDO_PLAN = {"verdict": "skipped", "detail": "held: not sent, nothing to undo", "inverse": None}
-# A held call not yet journaled, by its node's status: waiting for a decision, or approved and about to be sent.
-HELD_STATUSES: dict[str, str] = {NodeStatus.WAITING_APPROVAL: "held", NodeStatus.READY: "approved"}
+# A call out on its intent: an undo waits for its outcome (UNDO_BUSY) before it decides anything for it.
+OUT_UNDO_PLAN = {"verdict": "skipped", "detail": "sent, its outcome not recorded yet: undo waits", "inverse": None}
 # The audit events that record a proxied call's outcome: the link of the session's chain a ledger row names.
 OUTCOME_EVENTS = frozenset({E.STEP_COMPLETED, E.STEP_FAILED, E.STEP_DRY, E.STEP_REFUSED, E.STEP_RECOVERED})
 # A step's undo status from its state; otherwise what an undo listed for it (UNDO_LISTED), otherwise "none".
@@ -141,46 +140,14 @@ class LedgerRow:
 HELD_ROW_STATUSES = frozenset(HELD_STATUSES.values()) | {"executing"}
 
 
-def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
-    """The session `ref` names: a saga id, a unique prefix or suffix of one (sagas.selectors.short_ids), or `last`
-    (the tenant's newest proxy session). NotFound otherwise; InvalidInput for a short id naming several."""
-    authorize(actor, READ, "get")
-    if ref.strip().lower() == LAST:
-        saga = proxy_sessions(actor).first()
-        if saga is None:
-            raise NotFound(
-                "NO_PROXY_SESSION",
-                "There is no proxy session yet. Route an MCP client through `semantic-saga proxy --config FILE` "
-                "(or /proxy/mcp) and make a call; each client session is recorded as a saga.",
-            )
-        return saga
-    if parse_uuid(ref) is None:  # a short id, or no id at all
-        missing = NotFound(
-            "PROXY_SESSION_NOT_FOUND",
-            f"No proxy session of your tenant matches {ref!r}. `semantic-saga status` lists the sessions: name one "
-            "by its id, a unique part of its start or end (8 characters are enough), or `last`.",
-        )
-        return resolve(proxy_sessions(actor), ref, noun="proxy session", missing=missing)
-    saga = tenant_saga(actor, ref)
-    if not saga.is_proxy_session:
-        raise NotFound(
-            "NOT_A_PROXY_SESSION",
-            f"Saga {saga.id} is not a proxy session. `semantic-saga status` lists the sessions.",
-        )
-    return saga
-
-
-def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
-    """Whether `saga_id` is a proxy session of the actor's tenant (False for a missing one, or another tenant's:
-    the caller's own lookup then says it is not found)."""
-    authorize(actor, READ, "get")
-    pk = parse_uuid(saga_id)
-    return pk is not None and tenant_sagas(actor).filter(pk=pk, kind=SagaKind.PROXY_SESSION).exists()
-
-
-def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "") -> list[LedgerRow]:
-    """The session's proxied calls in order (held calls not yet journaled last), optionally only one tool's or one
-    status's."""
+def ledger_rows(
+    *, actor: Principal, saga: Saga, tool: str = "", status: str = "", plans: bool = True
+) -> list[LedgerRow]:
+    """The session's proxied calls in order (then the calls out on an intent, then held calls not yet journaled),
+    optionally only one tool's or one
+    status's. `plans=False` leaves each row's undo plan (`extra["undo_plan"]`, which the --json line and the console
+    show) out, for a reader that shows none: the terminal's table. Every row is still checked against the digests
+    its chain holds (`extra["journal_edited"]`)."""
     from sagas.selectors.journal_digests import recorded_digests
 
     authorize(actor, READ, "get")
@@ -192,15 +159,48 @@ def ledger_rows(*, actor: Principal, saga: Saga, tool: str = "", status: str = "
             ledger_row(step),
             undo=str(listed.get(str(step.id), {}).get("verdict", "")),
             link=links.get(str(step.id)),
-            extra=_extra(step, listed.get(str(step.id)), recorded),
+            extra=_extra(step, listed.get(str(step.id)), recorded, plans=plans),
         )
         for step in steps
     ]
+    out = {"undo_plan": OUT_UNDO_PLAN} if plans else {}
+    rows += [replace(out_row(intent), extra=out) for intent in calls_out(saga)]
     rows += [
-        replace(held_row(node), link=links.get(str(node.id)), extra={"undo_plan": HELD_UNDO_PLAN})
+        replace(held_row(node), link=links.get(str(node.id)), extra={"undo_plan": HELD_UNDO_PLAN} if plans else {})
         for node in held_nodes(saga)
     ]
     return [row for row in rows if (not tool or row.tool == tool) and (not status or row.status == status.lower())]
+
+
+def calls_out(saga: Saga) -> QuerySet[ProxyCallIntent]:
+    """The session's calls sent on an intent whose step is not written yet (out now, or answered a moment ago; or
+    left by a proxy that died, until the recovery sweep records them: sagas.coordinator.proxy.intents)."""
+    return ProxyCallIntent.objects.filter(saga=saga).order_by("created_at", "id")
+
+
+def out_row(intent: ProxyCallIntent) -> LedgerRow:
+    """A call sent on its intent, as `executing`: it reached (or may have reached) the downstream, and its outcome is
+    not recorded yet."""
+    call = json.loads(intent.call)
+    return LedgerRow(
+        seq=0,
+        tool=str(call.get("exposed_name") or call.get("tool", "")),
+        server=str(call.get("server", "")),
+        effect_class=str(call.get("effect_class", "unknown")),
+        status="executing",
+        duration_ms=None,
+        result_bytes=None,
+        id=str(intent.id),
+        gate=str(call.get("gate", "")),
+        uncertain=False,
+        error_code="",
+        created_at=intent.created_at,
+        definition_changed=bool(call.get("definition_changed")),
+        class_source=str(call.get("class_source", "")),
+        class_reason=str(call.get("class_reason", "")),
+        gate_reason=str(call.get("gate_reason", "")),
+        arguments=intent.arguments,
+    )
 
 
 def held_nodes(saga: Saga) -> QuerySet[Node]:
@@ -241,24 +241,25 @@ def _undo_listed(saga: Saga) -> dict[str, dict[str, Any]]:
     return {step_id: data for step_id, data in events if isinstance(data, dict)}
 
 
-def _extra(step: Step, listed: dict[str, Any] | None, recorded: Recorded) -> dict[str, Any]:
-    """The --json line's `undo_plan`; for a row edited since it was journaled, `journal_edited` names the fields,
-    and an undo would refuse the call (as the walk does, sagas.coordinator._journal_digests)."""
+def _extra(step: Step, listed: dict[str, Any] | None, recorded: Recorded, *, plans: bool) -> dict[str, Any]:
+    """The --json line's `undo_plan` (with `plans`); for a row edited since it was journaled, `journal_edited` names
+    the fields, and an undo would refuse the call (as the walk does, sagas.coordinator._journal_digests)."""
     from sagas.selectors.journal_digests import edits_of
 
     edited = edits_of(step, recorded)
-    if not edited:
-        return {"undo_plan": _plan(step, listed)}
-    fields = [edit.field for edit in edited]
-    if step.status not in COMPENSABLE_STEP_STATES:
-        return {"undo_plan": _plan(step, listed), "journal_edited": fields}
+    fields = {"journal_edited": [edit.field for edit in edited]} if edited else {}
+    if not plans:
+        return fields
+    if not edited or step.status not in COMPENSABLE_STEP_STATES:
+        return {"undo_plan": _plan(step, listed), **fields}
     detail = f"its row was edited outside Semantic Saga ({'; '.join(edit.label for edit in edited)}): undo refuses it"
-    return {"undo_plan": {"verdict": "edited", "detail": detail, "inverse": None}, "journal_edited": fields}
+    return {"undo_plan": {"verdict": "edited", "detail": detail, "inverse": None}, **fields}
 
 
 def _plan(step: Step, listed: dict[str, Any] | None) -> dict[str, Any]:
     """What undo would do now, the inverse rendered as it would be sent; a call an undo left because a newer call
     of the session built on it (or could not be undone) says so, as the undo did."""
+    from sagas.selectors.undo_outcome import left_words
     from sagas.selectors.undo_plan import undo_plan
 
     plan = undo_plan(step)
@@ -326,63 +327,6 @@ def _as_stored(envelope: dict[str, Any]) -> Any:
     if envelope.get("result_from") == "none" and not envelope.get("truncated") and envelope.get("content"):
         return envelope["content"]
     return stored
-
-
-@dataclass(frozen=True)
-class SessionLine:
-    """One line of `semantic-saga status`."""
-
-    id: str
-    status: str
-    preview: bool
-    client: str
-    principal: str  # who opened the session (the agent's principal)
-    calls: int
-    by_status: dict[str, int]
-    checkpoints: list[str]
-    created_at: datetime
-    undo: UndoOutcome | None = None  # how its undo ended, once undone (sagas.selectors.undo_outcome)
-
-
-def session_lines(*, actor: Principal, limit: int = 20) -> list[SessionLine]:
-    """The tenant's newest proxy sessions with their call counts by status and their checkpoints."""
-    return lines_of(list(proxy_sessions(actor)[:limit]))
-
-
-def lines_of(sagas: list[Saga]) -> list[SessionLine]:
-    """A line for each of `sagas` (proxy sessions the caller may read), in their order, in four queries."""
-    counts: dict[Any, dict[str, int]] = {}
-    for row in (
-        Step.objects.filter(saga__in=sagas, action__startswith="proxy.")
-        .values("saga_id", "status")
-        .annotate(n=Count("id"))
-    ):
-        counts.setdefault(row["saga_id"], {})[row["status"].lower()] = row["n"]
-    held = Node.objects.filter(saga__in=sagas, step__isnull=True, action__startswith="proxy.", status__in=HELD_STATUSES)
-    for row in held.values("saga_id", "status").annotate(n=Count("id")):
-        counts.setdefault(row["saga_id"], {})[HELD_STATUSES[row["status"]]] = row["n"]
-    marks: dict[Any, list[str]] = {}
-    for checkpoint in Checkpoint.objects.filter(saga__in=sagas).order_by("created_at"):
-        marks.setdefault(checkpoint.saga_id, []).append(checkpoint.name)
-    undone = undo_outcomes(sagas)
-    return [_line(saga, counts.get(saga.id, {}), marks.get(saga.id, []), undone.get(saga.id)) for saga in sagas]
-
-
-def _line(saga: Saga, by_status: dict[str, int], checkpoints: list[str], undo: UndoOutcome | None) -> SessionLine:
-    client = saga.metadata.get("proxy", {}).get("client", {}) if isinstance(saga.metadata, dict) else {}
-    name = " ".join(str(part) for part in (client.get("name"), client.get("version")) if part) or "unknown client"
-    return SessionLine(
-        id=str(saga.id),
-        status=saga.status,
-        preview=saga.preview,
-        client=name,
-        principal=saga.creator_principal_id,
-        calls=sum(by_status.values()),
-        by_status=by_status,
-        checkpoints=checkpoints,
-        created_at=saga.created_at,
-        undo=undo,
-    )
 
 
 def session_checkpoint(*, actor: Principal, saga: Saga, label: str) -> Checkpoint:

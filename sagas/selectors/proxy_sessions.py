@@ -1,7 +1,7 @@
-"""Reads of the MCP proxy's journal: which sagas are proxy sessions, what was decided about a held call, and the
-held calls still waiting (`semantic-saga pending`). A proxy session is a saga whose `metadata.proxy` is set; its
-proxied calls are steps (and, for held calls, nodes keyed `proxy-call-<n>`) whose action starts with `proxy.`
-(docs/proxy.md, "How a call is journaled").
+"""Reads of the MCP proxy's journal: which sagas are proxy sessions (and which one a SESSION argument names), what
+was decided about a held call, and the held calls still waiting (`semantic-saga pending`). A proxy session is a saga
+whose `metadata.proxy` is set; its proxied calls are steps (and, for held calls, nodes keyed `proxy-call-<n>`) whose
+action starts with `proxy.` (docs/proxy.md, "How a call is journaled").
 """
 
 from __future__ import annotations
@@ -17,19 +17,59 @@ from governance.identity.principal import Principal
 from governance.identity.rbac import READ, authorize
 from sagas.errors import NotFound
 from sagas.models import Approval, Node, Saga
-from sagas.selectors.approvals import pending_approvals
+from sagas.selectors.approval_requests import pending_approvals
 from sagas.selectors.scope import parse_uuid, tenant_saga, tenant_sagas
 from sagas.selectors.short_ids import resolve
 from sagas.states import ApprovalStatus, NodeStatus, SagaKind
 
 PROXY_ACTION_PREFIX = "proxy."
 HELD_KEY_PREFIX = "proxy-call-"
+LAST = "last"
+# A held call not yet journaled, by its node's status: waiting for a decision, or approved and about to be sent.
+HELD_STATUSES: dict[str, str] = {NodeStatus.WAITING_APPROVAL: "held", NodeStatus.READY: "approved"}
 
 
 def proxy_sessions(actor: Principal) -> QuerySet[Saga]:
     """The tenant's proxy sessions, newest first (`last` is the first of them)."""
     authorize(actor, READ, "list")
     return tenant_sagas(actor).filter(kind=SagaKind.PROXY_SESSION).order_by("-created_at", "-id")
+
+
+def proxy_session(*, actor: Principal, ref: str = LAST) -> Saga:
+    """The session `ref` names: a saga id, a unique prefix or suffix of one (sagas.selectors.short_ids), or `last`
+    (the tenant's newest proxy session). NotFound otherwise; InvalidInput for a short id naming several."""
+    authorize(actor, READ, "get")
+    if ref.strip().lower() == LAST:
+        saga = proxy_sessions(actor).first()
+        if saga is None:
+            raise NotFound(
+                "NO_PROXY_SESSION",
+                "There is no proxy session yet. Route an MCP client through `semantic-saga proxy --config FILE` "
+                "(or /proxy/mcp) and make a call; each client session is recorded as a saga.",
+            )
+        return saga
+    if parse_uuid(ref) is None:  # a short id, or no id at all
+        missing = NotFound(
+            "PROXY_SESSION_NOT_FOUND",
+            f"No proxy session of your tenant matches {ref!r}. `semantic-saga status` lists the sessions: name one "
+            "by its id, a unique part of its start or end (8 characters are enough), or `last`.",
+        )
+        return resolve(proxy_sessions(actor), ref, noun="proxy session", missing=missing)
+    saga = tenant_saga(actor, ref)
+    if not saga.is_proxy_session:
+        raise NotFound(
+            "NOT_A_PROXY_SESSION",
+            f"Saga {saga.id} is not a proxy session. `semantic-saga status` lists the sessions.",
+        )
+    return saga
+
+
+def is_proxy_session(*, actor: Principal, saga_id: object) -> bool:
+    """Whether `saga_id` is a proxy session of the actor's tenant (False for a missing one, or another tenant's:
+    the caller's own lookup then says it is not found)."""
+    authorize(actor, READ, "get")
+    pk = parse_uuid(saga_id)
+    return pk is not None and tenant_sagas(actor).filter(pk=pk, kind=SagaKind.PROXY_SESSION).exists()
 
 
 def held_call_decision(*, actor: Principal, saga_id: object, node_id: object) -> dict[str, Any]:

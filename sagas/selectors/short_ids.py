@@ -1,6 +1,6 @@
 """Ids a person types: the whole UUID, a unique prefix of it, or a unique suffix (Sagaz shows and accepts the last 8
 characters of an id, `sagaz approve 78HJNT9Q`; git users type a prefix). One resolution for every command that
-names a session or a held call (sagas.selectors.proxy_ledger.proxy_session, proxy_sessions.held_call_node),
+names a session or a held call (sagas.selectors.proxy_sessions.proxy_session and held_call_node),
 always inside the caller's tenant-scoped queryset: another tenant's rows are never candidates, so a short id can
 neither reach nor reveal them.
 

@@ -1,7 +1,7 @@
 """An operator verb runs its command directly (saga_project.cli.execute), not through Django's
 execute_from_command_line: what it prints, on which stream, and its exit status are what Django's own dispatch
-gives for the same arguments; the commands it stands for are the ones Django would find; the two system checks it
-drops can find nothing in its set-up; and garbage collection, paused while the modules load, is back on when the
+gives for the same arguments; the commands it stands for are the ones Django would find; the system checks it drops
+can find nothing in its set-up; and garbage collection, paused while the modules load, is back on when the
 command runs."""
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.checks import check_middleware
 from django.core.checks.commands import migrate_and_makemigrations_autodetector
+from django.core.checks.security.csrf import check_csrf_failure_view
+from django.core.checks.urls import check_custom_error_handlers
 from django.core.management import get_commands
 from django.test import override_settings
 
-from saga_project.cli import OPERATOR_SETTINGS, OPERATOR_VERBS, OPERATOR_VERBS_APP
+from saga_project.cli import OPERATOR_SETTINGS, OPERATOR_VERBS, OPERATOR_VERBS_APP, operator_settings_for
 from saga_project.verbs import ALIASES
 from tests.commands.test_zero_setup import TIMEOUT_SECONDS, bare_env, semantic_saga
 
@@ -82,7 +84,8 @@ def test_an_operator_verb_answers_as_djangos_own_dispatch_does(args: list[str], 
     # when: the console script, and Django's execute_from_command_line in the same operator set-up
     direct = semantic_saga(*args, env=home_env, cwd=Path(home_env["SAGA_HOME"]))
     command = [ALIASES.get(args[0], args[0]), *args[1:]]
-    djangos = _python(DJANGO_DISPATCH, command, {**home_env, "DJANGO_SETTINGS_MODULE": OPERATOR_SETTINGS})
+    settings = operator_settings_for(command[0])
+    djangos = _python(DJANGO_DISPATCH, command, {**home_env, "DJANGO_SETTINGS_MODULE": settings})
     # then: the same words on the same streams, and the same exit status
     assert (direct.returncode, direct.stdout, direct.stderr) == (djangos.returncode, djangos.stdout, djangos.stderr)
     assert "Traceback" not in direct.stderr
@@ -107,8 +110,10 @@ def test_the_commands_an_operator_verb_runs_are_the_ones_django_finds():
 
 
 def test_the_checks_an_operator_verb_drops_find_nothing_in_its_set_up():
-    operator_middleware = importlib.import_module(OPERATOR_SETTINGS).MIDDLEWARE
+    operator = importlib.import_module(OPERATOR_SETTINGS)
 
-    with override_settings(MIDDLEWARE=operator_middleware):
+    with override_settings(MIDDLEWARE=operator.MIDDLEWARE, ROOT_URLCONF=operator.ROOT_URLCONF):
         assert check_middleware(None) == []
+        assert check_custom_error_handlers(None) == []
+    assert check_csrf_failure_view(None) == []
     assert migrate_and_makemigrations_autodetector() == []

@@ -1,6 +1,7 @@
-"""The operator verbs' lighter set-up (saga_project.operator_settings): `pending`, `ledger`, `status`, `verify` and
-`preview-report` load the apps that hold the data and none of the web surfaces, the MCP SDK or Celery; every other
-command, and the test process itself, load the whole project as before. What is loaded is asserted, never how long
+"""The operator verbs' lighter set-up (saga_project.operator_settings; saga_project.read_settings for the reads):
+`pending`, `ledger`, `status`, `verify` and `preview-report` load the apps that hold the data they read and none of
+the web surfaces, the MCP SDK or Celery; every other command, and the test process itself, load the whole project as
+before. What is loaded is asserted, never how long
 it takes (docs/benchmarks.md has the timings)."""
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from tests.commands.test_zero_setup import bare_env
 
 # Modules an operator verb must not load: the console and the web stack, the MCP SDK, Celery, what only a
 # configured setting or an action call needs, OpenTelemetry (nothing is recorded), the version's package metadata,
-# the approval queue and the tool pins' description scan (nothing is judged), and what the two system checks
-# the operator settings settle would load (saga_project.cli._drop_settled_checks).
+# the approval queue and the tool pins' description scan (nothing is judged), the undo plan and the contracts'
+# template rules with JMESPath behind them (only `ledger --json` and the console show a plan), and what the
+# system checks the operator settings settle would load (saga_project.cli._drop_settled_checks).
 HEAVY = (
     "django.contrib.admin",
     "sagas.console",
@@ -39,6 +41,9 @@ HEAVY = (
     "importlib.metadata",
     "sagas.selectors.approval_queue",
     "registry.tool_poisoning",
+    "sagas.selectors.undo_plan",
+    "registry.templating",
+    "jmespath",
     "django.db.migrations.autodetector",
     "django.contrib.auth.views",
     # Django's error page (its logging's mail_admins handler resolves the reporter class, here
@@ -48,6 +53,15 @@ HEAVY = (
     "django.template.defaultfilters",
     # One connection, no pool (PostgreSQL's; not imported on SQLite either way).
     "psycopg_pool",
+)
+# What a read verb's settings leave out (saga_project.read_settings), what only they would have loaded, and Django's
+# views, which only auth and the checks of views a process serving no HTTP never shows would load.
+READ_LEAVES_OUT = (
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "governance.models",
+    "django.db.migrations",
+    "django.views",
 )
 MODULES_MARK = "LOADED-MODULES:"
 # Prints what the process loaded, once the command has run (whatever its exit status).
@@ -95,8 +109,39 @@ def test_an_operator_verb_loads_only_the_data_apps(verb: str, migrated_home: Pat
     modules, done = loaded_by([verb], migrated_home)
 
     assert "Traceback" not in done.stderr, done.stderr
-    assert "saga_project.operator_settings" in modules
+    assert "saga_project.read_settings" in modules
     assert heavy(modules) == []
+    # A read sets up neither auth (its models, hashers, checks and the migration framework behind them) nor
+    # governance, whose identity and policy checks still run (below).
+    assert sorted(m for m in modules if m.startswith(READ_LEAVES_OUT)) == []
+
+
+def test_a_read_verb_still_checks_governances_configuration(migrated_home: Path):
+    """governance's app is not installed for a read (saga_project.read_settings); its checks are registered anyway."""
+    env = bare_env(migrated_home, SAGA_HOME=str(migrated_home / "home"), SAGA_AUTH_MODE="static")
+    env["SAGA_AUTH_STATIC_TOKENS"] = str(migrated_home / "no-such-tokens.json")
+    done = run_cli(["-c", PROBE, "status"], env, migrated_home)
+
+    assert done.returncode == 1, done.stderr
+    assert "SAGA_AUTH_STATIC_TOKENS" in done.stderr and "Traceback" not in done.stderr
+
+
+# What each verb's command loads beside HEAVY's and does not need: naming a session (sagas.selectors.proxy_sessions)
+# reads none of its ledger's rows, a line per session none of them either, and the chain's verification is `verify`'s.
+NOT_READ = {
+    "pending": ("sagas.selectors.proxy_ledger", "sagas.selectors.journal_digests", "audit.chain"),
+    "status": ("sagas.selectors.proxy_ledger", "sagas.selectors.journal_digests", "audit.chain"),
+    "verify": ("sagas.selectors.proxy_ledger", "sagas.selectors.approvals", "sagas.selectors.undo_outcome"),
+    "ledger": ("sagas.selectors.proxy_session_lines", "sagas.selectors.approvals", "audit.chain"),
+}
+
+
+@pytest.mark.parametrize("verb", sorted(NOT_READ))
+def test_an_operator_verb_loads_the_reads_it_shows(verb: str, migrated_home: Path):
+    modules, done = loaded_by([verb], migrated_home)
+
+    assert "Traceback" not in done.stderr, done.stderr
+    assert sorted(set(NOT_READ[verb]) & modules) == []
 
 
 def test_a_decision_loads_the_operation_table_only_when_it_decides(migrated_home: Path):
@@ -105,6 +150,8 @@ def test_a_decision_loads_the_operation_table_only_when_it_decides(migrated_home
 
     assert "only at an interactive terminal" in done.stderr
     assert heavy(modules) == [] and "sagas.operations.table" not in modules
+    # A decision consults the kill switches (governance) through the operation table: the operator settings.
+    assert "saga_project.operator_settings" in modules and "saga_project.read_settings" not in modules
 
 
 def test_every_other_command_sets_up_the_whole_project(migrated_home: Path):
@@ -135,7 +182,7 @@ def test_an_operator_verb_ends_with_its_status_its_output_and_its_exit_handlers(
 
     assert done.returncode == 1
     assert done.stderr.startswith("CommandError: PROXY_SESSION_NOT_FOUND"), done.stderr
-    assert "saga_project.operator_settings" in modules
+    assert "saga_project.read_settings" in modules
 
 
 def test_an_operator_verb_connects_without_the_pool_but_the_configured_pool_is_checked(tmp_path: Path):

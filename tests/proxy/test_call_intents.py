@@ -110,6 +110,7 @@ def test_any_other_transaction_on_the_session_writes_the_intents_it_finds_as_the
     assert not ProxyCallIntent.objects.exists()
     # the outcome recorded afterwards finishes the step as written
     assert _op("proxy_calls_record", saga_id=session, calls=[_done(first, answered())])["statuses"] == ["COMPLETED"]
+    _op("proxy_call_finish", saga_id=session, step_id=later["step_id"], fence=later["fence"], outcome=answered())
 
 
 def test_a_commit_sees_a_call_still_out_on_its_intent():
@@ -158,3 +159,22 @@ def test_no_intent_is_made_in_a_saga_that_is_not_a_proxy_session():
 
     assert _intend(str(plain), "a")[0] is False
     assert not ProxyCallIntent.objects.exists()
+
+
+def test_the_ledger_and_status_show_a_call_out_on_its_intent_as_executing():
+    from sagas.selectors.proxy_ledger import ledger_rows
+    from sagas.selectors.proxy_session_lines import lines_of
+
+    session = _session()
+    _, step_id = _intend(session, "out")
+    saga = Saga.objects.get(pk=session)
+
+    rows = ledger_rows(actor=OPERATOR, saga=saga)
+
+    assert [(row.id, row.tool, row.status, row.arguments) for row in rows] == [
+        (step_id, "create_contact", "executing", {"name": "out"})
+    ]
+    assert rows[0].as_json()["undo_plan"]["verdict"] == "skipped"
+    line = lines_of([saga])[0]
+    assert (line.calls, line.by_status) == (1, {"executing": 1})
+    _op("proxy_calls_record", saga_id=session, calls=[_done(step_id, answered())])  # its lease kept no longer

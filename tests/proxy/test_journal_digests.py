@@ -19,6 +19,7 @@ from django.utils import timezone
 from audit.canonical import sha256_hex
 from audit.chain import event_body
 from audit.models import AuditEvent
+from governance.identity.principal import local_principal
 from sagas import coordinator
 from sagas.coordinator import sagas_recover
 from sagas.coordinator._journal_digests import JournalWrites
@@ -27,6 +28,7 @@ from sagas.coordinator._proxied_journal import KEPT_LEASES
 from sagas.models import Saga, Step
 from sagas.proxied_facts import CallOutcome
 from sagas.selectors.journal_digests import DIGESTS, digest
+from sagas.selectors.proxy_ledger import ledger_rows
 from tests.proxy.demo_session import Call, through_the_proxy, two_contacts, world
 from tests.proxy.facts import call_facts, session_facts
 from tests.proxy.harness import HttpDownstream
@@ -166,6 +168,10 @@ def test_the_ledger_marks_an_edited_row(tmp_path: Path, demo_http: HttpDownstrea
     marked = {line["tool"]: (line.get("journal_edited"), line["undo_plan"]["verdict"]) for line in lines}
     assert marked == {"create_contact": (["arguments"], "edited"), "update_contact": (None, "would_undo")}
     assert "completed (row edited)" in _run("ledger")[0]
+    # The table's rows (plans=False): each still checked against its digests, no undo plan computed for any.
+    actor = local_principal(protocol="cli", tenant_id="acme")
+    table = {row.tool: row.extra for row in ledger_rows(actor=actor, saga=session, plans=False)}
+    assert table == {"create_contact": {"journal_edited": ["arguments"]}, "update_contact": {}}
 
 
 def test_an_untouched_session_verifies_and_undoes(tmp_path: Path, demo_http: HttpDownstream):

@@ -24,7 +24,7 @@ from sagas.console import sessions
 from sagas.console.screens.base import SagaScreens
 from sagas.operations.invoke import invoke
 from sagas.operations.table import OPERATIONS
-from sagas.selectors.proxy_ledger import is_proxy_session
+from sagas.selectors.proxy_sessions import is_proxy_session
 from sagas.selectors.proxy_text import UNDO_COLUMNS, UNDO_FAILED, undo_cells, undo_heading, undo_summary
 from sagas.selectors.undo_plan import MAX_UNDO_REASON_CHARS
 

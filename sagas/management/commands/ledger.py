@@ -42,8 +42,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         actor = operator()
         saga = session(actor, options["session"])
-        with refusals():
-            rows = ledger_rows(actor=actor, saga=saga, tool=options["tool"], status=options["status"])
+        with refusals():  # undo plans for the --json line only: the table shows none
+            rows = ledger_rows(
+                actor=actor, saga=saga, tool=options["tool"], status=options["status"], plans=options["json"]
+            )
         if options["json"]:
             for row in rows:
                 line = {"session": str(saga.id), "session_id": str(saga.id), **row.as_json()}

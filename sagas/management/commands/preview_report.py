@@ -17,7 +17,7 @@ from sagas.management.proxy_preview_output import proxy_report_lines
 from sagas.management.terminal import Paint
 from sagas.models import Saga
 from sagas.selectors import preview_report
-from sagas.selectors.proxy_ledger import LAST
+from sagas.selectors.proxy_sessions import LAST
 
 
 class Command(BaseCommand):

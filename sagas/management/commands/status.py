@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from sagas.management.proxy_cli import operator
 from sagas.management.terminal import Paint, table
-from sagas.selectors.proxy_ledger import SessionLine, session_lines
+from sagas.selectors.proxy_session_lines import SessionLine, session_lines
 from sagas.selectors.proxy_sessions import held_calls_pending, proxy_sessions
 from sagas.selectors.undo_outcome import UNDO_STATE_WORDS, attention
 from sagas.states import SagaStatus
