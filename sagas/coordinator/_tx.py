@@ -285,10 +285,10 @@ def _take_intents(
     decides sees every call sent."""
     if not tx.saga.is_proxy_session:
         return
-    if found is None:
-        found = pipeline.read_together([statements.intents_of_saga_query(tx.saga.pk)])[0]
-    if found:
-        intents = statements.intents_from(found)
+    # A transaction that is not the proxy's own (`found` None: an operator's, the sweep's) holds the session FOR
+    # UPDATE before it reads them, so an intent made meanwhile waits for its end (statements.insert_intent).
+    intents = statements.intents_under_lock(tx.saga.pk) if found is None else statements.intents_from(found)
+    if intents:
         if only_answered:
             intents = [intent for intent in intents if str(intent.id) in (answered or {})]
         if not _intent_writer:  # a programming error: nothing may be decided without the calls already sent

@@ -180,27 +180,10 @@ def calls_out(saga: Saga) -> QuerySet[ProxyCallIntent]:
 
 def out_row(intent: ProxyCallIntent) -> LedgerRow:
     """A call sent on its intent, as `executing`: it reached (or may have reached) the downstream, and its outcome is
-    not recorded yet."""
+    not recorded yet. Its facts are the call's (sagas.proxied_facts.CallFacts), its class under `effect_class`."""
     call = json.loads(intent.call)
-    return LedgerRow(
-        seq=0,
-        tool=str(call.get("exposed_name") or call.get("tool", "")),
-        server=str(call.get("server", "")),
-        effect_class=str(call.get("effect_class", "unknown")),
-        status="executing",
-        duration_ms=None,
-        result_bytes=None,
-        id=str(intent.id),
-        gate=str(call.get("gate", "")),
-        uncertain=False,
-        error_code="",
-        created_at=intent.created_at,
-        definition_changed=bool(call.get("definition_changed")),
-        class_source=str(call.get("class_source", "")),
-        class_reason=str(call.get("class_reason", "")),
-        gate_reason=str(call.get("gate_reason", "")),
-        arguments=intent.arguments,
-    )
+    facts = {**call, "class": call.get("effect_class", "unknown")}
+    return _unjournaled_row(facts, "executing", str(intent.id), intent.created_at, intent.arguments)
 
 
 def held_nodes(saga: Saga) -> QuerySet[Node]:
@@ -214,24 +197,31 @@ def held_row(node: Node) -> LedgerRow:
     approval = max(node.approvals.all(), key=lambda a: a.created_at, default=None)
     proxy = ((approval.snapshot if approval is not None else None) or {}).get("proxy", {})
     server, _, tool = node.action.removeprefix("proxy.").partition(".")
+    facts = {"gate": "confirm", **proxy, "server": proxy.get("server") or server}
+    facts["exposed_name"] = proxy.get("exposed_name") or tool
+    return _unjournaled_row(facts, HELD_STATUSES[node.status], str(node.id), node.planned_at, node.input)
+
+
+def _unjournaled_row(facts: dict[str, Any], status: str, row_id: str, at: datetime, arguments: Any) -> LedgerRow:
+    """A call with no step yet (held, or out on its intent), from its proxy facts (a snapshot's `proxy` section)."""
     return LedgerRow(
         seq=0,
-        tool=str(proxy.get("exposed_name") or tool),
-        server=str(proxy.get("server") or server),
-        effect_class=str(proxy.get("class", "unknown")),
-        status=HELD_STATUSES[node.status],
+        tool=str(facts.get("exposed_name") or facts.get("tool", "")),
+        server=str(facts.get("server", "")),
+        effect_class=str(facts.get("class", "unknown")),
+        status=status,
         duration_ms=None,
         result_bytes=None,
-        id=str(node.id),
-        gate=str(proxy.get("gate", "confirm")),
+        id=row_id,
+        gate=str(facts.get("gate", "")),
         uncertain=False,
         error_code="",
-        created_at=node.planned_at,
-        definition_changed=bool(proxy.get("definition_changed")),
-        class_source=str(proxy.get("class_source", "")),
-        class_reason=str(proxy.get("class_reason", "")),
-        gate_reason=str(proxy.get("gate_reason", "")),
-        arguments=node.input,
+        created_at=at,
+        definition_changed=bool(facts.get("definition_changed")),
+        class_source=str(facts.get("class_source", "")),
+        class_reason=str(facts.get("class_reason", "")),
+        gate_reason=str(facts.get("gate_reason", "")),
+        arguments=arguments,
     )
 
 

@@ -178,3 +178,39 @@ def test_the_ledger_and_status_show_a_call_out_on_its_intent_as_executing():
     line = lines_of([saga])[0]
     assert (line.calls, line.by_status) == (1, {"executing": 1})
     _op("proxy_calls_record", saga_id=session, calls=[_done(step_id, answered())])  # its lease kept no longer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_intent_made_while_another_party_ends_the_session_waits_for_it_and_is_not_made():
+    import threading
+
+    from django.db import connections
+
+    from audit.models import EventType
+    from sagas.coordinator._tx import locked_saga
+
+    session = _session()
+    holding, release = threading.Event(), threading.Event()
+
+    def operator_commits() -> None:  # a transaction that is not the proxy's own, ending the session
+        try:
+            with locked_saga(session, OPERATOR) as tx:
+                tx.transition(tx.saga, "COMMITTED", event=EventType.SAGA_COMMITTED, error=None)
+                holding.set()
+                release.wait(10)  # still holding the session when the agent's call is journaled
+        finally:
+            connections.close_all()
+
+    operator = threading.Thread(target=operator_commits)
+    operator.start()
+    assert holding.wait(10)
+    threading.Timer(0.3, release.set).start()  # the intent below waits for this commit (else it sees ACTIVE)
+    try:
+        made, _ = _intend(session, "late")
+    finally:
+        release.set()
+        operator.join(10)
+
+    assert made is False  # nothing is sent in a session ended while the call was being journaled
+    assert not ProxyCallIntent.objects.exists()
+    assert Saga.objects.get(pk=session).status == "COMMITTED"

@@ -11,9 +11,11 @@ written later, with its outcome (`proxy_calls_record`, on the proxy's write-behi
 An intent is never left for a reader to interpret. Every transaction on the session turns the intents it finds into
 the EXECUTING steps they stand for, with their STEP_STARTED events, before it decides anything (`materialize`,
 called by sagas.coordinator._tx): a commit, a rollback or an undo of the session sees every call sent, and the
-outcome recorded afterwards finishes the step as `proxy_call_finish` would. On PostgreSQL the intent's INSERT
-takes the session row FOR SHARE, so it waits while such a transaction holds the session and then finds it no
-longer ACTIVE; on SQLite writers are serialized anyway. A proxy that dies stops renewing the lease; the recovery
+outcome recorded afterwards finishes the step as `proxy_call_finish` would. On PostgreSQL such a transaction holds
+the session's row FOR UPDATE from before it reads the intents, and the intent's INSERT takes the row FOR KEY SHARE:
+it waits for that transaction's end and then finds the session as it left it (no longer ACTIVE, if it ended it),
+while it never waits for the proxy's own transactions (FOR NO KEY UPDATE), which write its calls' steps behind
+their answers; on SQLite writers are serialized anyway. A proxy that dies stops renewing the lease; the recovery
 sweep turns the intent into its step, whose lapsed lease it then handles as any other: FAILED, outcome unknown,
 the session paused for an operator.
 """

@@ -56,9 +56,10 @@ def insert_intent(intent: ProxyCallIntent, tenant_id: str, lease_seconds: float)
     for the tenant or the session; whether it was.
 
     One statement, its own commit (the proxy's journal threads run in autocommit). On PostgreSQL it takes the
-    session's row FOR SHARE: it waits while a transaction holds the session (which turns the intents it found into
-    steps), then checks the row as that transaction left it, so no intent is made that a transaction ending the
-    session did not see."""
+    session's row FOR KEY SHARE: it does not wait for the proxy's own transactions on the session (which hold the row
+    FOR NO KEY UPDATE), but it waits for any other transaction on it, which holds the row FOR UPDATE from before it
+    reads the intents (`lock_saga_for_intents`), and then checks the row as that transaction left it: no intent is
+    made that a transaction ending the session did not see."""
     deadline, interval = rows.deadline_sql(connection.vendor, lease_seconds)
     arguments = ProxyCallIntent._meta.get_field("arguments").get_db_prep_save(intent.arguments, connection)
     params = [
@@ -94,7 +95,7 @@ def _intent_sql(vendor: str, deadline: str) -> str:
         f"AND NOT EXISTS (SELECT 1 FROM {switch} k WHERE k.{quote('tenant_id')} = s.{quote('tenant_id')} "
         f"AND (k.{quote('saga_id')} IS NULL OR k.{quote('saga_id')} = s.{quote('id')}))"
     )
-    return sql + " FOR SHARE OF s" if vendor == "postgresql" else sql
+    return sql + " FOR KEY SHARE OF s" if vendor == "postgresql" else sql
 
 
 def delete_intents(pks: Sequence[uuid.UUID]) -> None:
@@ -171,6 +172,25 @@ def step_of_saga(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> Step | None:
 def step_of_saga_query(step_pk: uuid.UUID, saga_pk: uuid.UUID) -> SqlQuery:
     """step_of_saga's query, to pass as `lock_saga(also=...)`; see `step_from`."""
     return rows.select_one_query(Step, step_pk, saga=saga_pk)
+
+
+def intents_under_lock(saga_pk: uuid.UUID) -> list[ProxyCallIntent]:
+    """A proxy session's intents, read after its row is locked FOR UPDATE (in the same round trip on PostgreSQL):
+    a transaction that is not the proxy's own then sees every intent made before it and makes the ones after it
+    wait for its end (`insert_intent`)."""
+    reads = [_lock_for_intents_query(saga_pk), intents_of_saga_query(saga_pk)] if _pg() else []
+    found = pipeline.read_together(reads or [intents_of_saga_query(saga_pk)])[-1]
+    return intents_from(found)
+
+
+def _lock_for_intents_query(saga_pk: uuid.UUID) -> SqlQuery:
+    quote = connection.ops.quote_name
+    sql = f"SELECT 1 FROM {quote(Saga._meta.db_table)} WHERE {quote('id')} = %s FOR UPDATE"
+    return sql, [rows.pk_param(Saga, saga_pk)]
+
+
+def _pg() -> bool:
+    return connection.vendor == "postgresql"
 
 
 def intents_of_saga_query(saga_pk: uuid.UUID) -> SqlQuery:
