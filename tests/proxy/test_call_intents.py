@@ -7,10 +7,11 @@ outcome it then records as unknown."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db.models.functions import Now
+from django.utils import timezone
 
 from audit.models import AuditEvent
 from governance.errors import ServiceError
@@ -129,7 +130,8 @@ def test_the_sweep_records_an_intent_whose_proxy_died_as_a_call_with_an_unknown_
     session = _session()
     _, step_id = _intend(session, "lost")
     KEPT_LEASES.pop(uuid.UUID(step_id))  # the proxy that made it is gone: nobody renews its lease
-    ProxyCallIntent.objects.filter(pk=step_id).update(lease_expires_at=Now())
+    lapsed = timezone.now() - timedelta(minutes=1)  # well past: SQLite's clock in SQL counts milliseconds
+    ProxyCallIntent.objects.filter(pk=step_id).update(lease_expires_at=lapsed)
 
     report = sagas_recover()
 
