@@ -154,8 +154,8 @@ def effects(arrivals: list[Arrival], proxied: bool, lost_reads: list[str] | None
     go to `lost_reads` when it is given, and are violations when it is not); a forward key arrived at most
     `forward.max_attempts` times of the step's pinned snapshot (1 for a proxied call: never re-sent), a rollback
     key at most `compensation.max_attempts` per rollback run; every success the world answered is COMPLETED,
-    compensating, compensated or visibly uncertain (never lost, never journaled as not sent); every COMPLETED step
-    arrived."""
+    compensating, compensated or visibly uncertain (never lost, never journaled as not sent); every step journaled
+    as done (completed, not uncertain; then perhaps compensated) arrived."""
     from sagas.models import Step
 
     world = "the downstream" if proxied else "the sink"
@@ -192,7 +192,9 @@ def effects(arrivals: list[Arrival], proxied: bool, lost_reads: list[str] | None
             code = (step.error or {}).get("code", "")
             out.append(f"step {key} of saga {step.saga_id} succeeded at {world} but is {step.status} {code}".rstrip())
     for step_id, step in steps.items():
-        if step.status in AFTER_COMPLETION and step_id not in by_key:
+        # A step whose outcome is unknown (its proxy or worker died with the call journaled and maybe not sent) may
+        # never have arrived: rolling its session back still runs its compensation, which is safe either way.
+        if step.status in AFTER_COMPLETION and step_id not in by_key and not step.uncertain_outcome:
             out.append(f"step {step_id} of saga {step.saga_id} is {step.status} but never reached {world}")
     return out
 
