@@ -38,6 +38,7 @@ from typing import Any
 
 import mcp.types as types
 from django.conf import settings
+from mcp.server.connection import Connection
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import CONNECTION_CLOSED, INTERNAL_ERROR
 
@@ -73,8 +74,8 @@ class PlainCall:
 
 
 @dataclass
-class _Flight:
-    task: asyncio.Task[None] | None = None
+class Flight:
+    task: asyncio.Task[Any] | None = None
     withdrawn: bool = False  # the agent cancelled it: no answer is sent
 
 
@@ -89,64 +90,23 @@ class _Decided:
     facts: CallFacts
 
 
-class FastCalls:
-    def __init__(self, server: ProxyServer, path: DurableCallPath, principal: Principal) -> None:
+class FastDecider:
+    """What both fast paths share (stdio, and Streamable HTTP: sagas.protocols.proxy.http_fast): whether a plain
+    call is taken, decided on its envelope, and its answer."""
+
+    def __init__(self, server: ProxyServer, path: DurableCallPath) -> None:
         self.server = server
         self.path = path
-        self.principal = principal
-        self._flights: dict[Any, _Flight] = {}
         self._decided: dict[tuple[str, str, str, str], _Decided] = {}
-        self._acts = can(principal, EXECUTE) and can(principal, READ) and not path.config.preview
 
-    # --- what the front asks -------------------------------------------------------------------------------------
+    def acts(self, principal: Principal) -> bool:
+        """Whether `principal`'s calls may take the fast path at all (it may act and read; no preview)."""
+        return can(principal, EXECUTE) and can(principal, READ) and not self.path.config.preview
 
-    def take(self, line: bytes, busy: Any, front: StdioFront) -> bool:
-        if _TOOLS_CALL not in line or not self._acts:
-            return False
-        try:
-            call = plain_call(strict_loads(line))
-        except ValueError:  # not JSON the SDK reads the same: its path answers it
-            return False
-        if call is None or busy(call.request_id) or request_key(call.request_id) in self._flights:
-            return False
-        taken = self._request(call)
-        if taken is None:
-            return False
-        flight = self._flights[request_key(call.request_id)] = _Flight()
-        # A task of its own (asyncio's, not a task group's: spawning one costs less than the call on this path).
-        flight.task = asyncio.get_running_loop().create_task(self._answer(call, taken, flight, front))
-        return True
-
-    def cancel(self, request_id: Any) -> bool:
-        flight = self._flights.get(request_key(request_id))
-        if flight is None or flight.task is None:
-            return False
-        flight.withdrawn = True
-        flight.task.cancel()
-        return True
-
-    async def aclose(self, front: StdioFront | None = None) -> None:
-        """The agent's input ended: its calls still out are cancelled (each records what became of it), awaited,
-        and answered as the SDK answers its own then (CONNECTION_CLOSED), for an agent still reading."""
-        flights = {key: flight for key, flight in self._flights.items() if flight.task is not None}
-        for flight in flights.values():
-            flight.withdrawn = True  # no answer of their own: the one below
-            assert flight.task is not None
-            flight.task.cancel()
-        await asyncio.gather(*(flight.task for flight in flights.values() if flight.task), return_exceptions=True)
-        if front is not None:
-            closed = MCPError(CONNECTION_CLOSED, "Connection closed")
-            for _kind, request_id in flights:
-                with contextlib.suppress(Exception):  # the agent may have stopped reading too
-                    await front.write(frame(request_id, closed))
-
-    # --- deciding on the envelope --------------------------------------------------------------------------------
-
-    def _request(self, call: PlainCall) -> tuple[ProxiedCall, CallFacts] | None:
-        latest = self.server.clients.latest
-        if latest is None:
-            return None
-        client, connection = latest
+    def request(
+        self, call: PlainCall, principal: Principal, client: ClientIdentity, connection: Connection
+    ) -> tuple[ProxiedCall, CallFacts] | None:
+        """The call and its facts, if the fast path takes it (module docstring); else None."""
         if client.stateless:
             return None
         catalog = self.path.downstreams.catalog
@@ -155,7 +115,7 @@ class FastCalls:
             return None
         log_level = self.server.clients.log_levels.get(client.key)
         request = ProxiedCall(
-            principal=self.principal,
+            principal=principal,
             client=client,
             exposed_name=exposed.name,
             server=exposed.server,
@@ -166,7 +126,7 @@ class FastCalls:
             meta=forwarded_meta(call.meta),
             relay=ConnectionRelay(connection, client.key, log_level=log_level),
             request_id=call.request_id,
-            client_elicits=can_ask(connection.client_capabilities),
+            client_elicits=can_ask(connection.client_capabilities) and connection.has_standalone_channel,
         )
         facts = self._facts(catalog, exposed, request, client)
         plain = facts.gate == "allow" and not facts.definition_changed and self._fresh(exposed, facts.effect_class)
@@ -184,7 +144,9 @@ class FastCalls:
         return downstreams.tools_listed_within(exposed.server, float(settings.SAGA_PROXY_RELIST_SECONDS))
 
     def _facts(self, catalog: Catalog, exposed: ExposedTool, request: ProxiedCall, client: ClientIdentity) -> CallFacts:
-        key = (exposed.name, exposed.definition_hash, client.key, self.principal.tenant_id)
+        # A connection is one principal's (the SDK refuses a session to any other credential), so its key names
+        # the principal too.
+        key = (exposed.name, exposed.definition_hash, client.key, request.principal.tenant_id)
         trust = self.path.trust
         pin, offered = trust.states.get((exposed.server, exposed.tool.name)), trust.offered
         kept = self._decided.get(key)
@@ -194,29 +156,8 @@ class FastCalls:
         self._decided[key] = _Decided(catalog, pin, offered, facts)
         return facts
 
-    # --- answering -----------------------------------------------------------------------------------------------
-
-    async def _answer(
-        self, call: PlainCall, taken: tuple[ProxiedCall, CallFacts], flight: _Flight, front: StdioFront
-    ) -> None:
-        request, facts = taken
-        try:
-            answer = await self._respond(request, facts)
-        except asyncio.CancelledError:
-            if flight.withdrawn:
-                return  # the agent withdrew it: no answer is sent (the journal recorded what became of it)
-            raise
-        except Exception as error:  # a bug of ours: the agent gets an error, not silence
-            logger.exception("the fast path could not answer %s", call.name)
-            answer = MCPError(INTERNAL_ERROR, f"the proxy failed while answering this call ({type(error).__name__})")
-        finally:
-            self._flights.pop(request_key(call.request_id), None)
-        if answer is None:  # the read's quick check did not clear it: the SDK path decides and journals it
-            await front.to_sdk(call_line(call))
-            return
-        await front.write(framed(call, answer))
-
-    async def _respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
+    async def respond(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
+        """The call's answer; None when a read's quick check did not clear it (the SDK path decides it then)."""
         path = self.path
         if problem := storable_problem(request.arguments, "arguments", bound_strings=False):
             return unjournalable_result(request, problem)  # as the SDK path: refused before anything is written
@@ -244,6 +185,92 @@ class FastCalls:
     async def _read(self, request: ProxiedCall, facts: CallFacts) -> Answer | None:
         """As the SDK path's read behind its answer: checked, forwarded (relayed as it came), journaled behind."""
         return await _protocol_errors(self.path.read_behind(request, facts, self.path.forwarder.forward_plain))
+
+
+class FastCalls:
+    """The stdio proxy's fast path: the agent's one connection, its plain calls each answered on a task of its own
+    and written through the front."""
+
+    def __init__(self, server: ProxyServer, path: DurableCallPath, principal: Principal) -> None:
+        self.decider = FastDecider(server, path)
+        self.principal = principal
+        self._flights: dict[Any, Flight] = {}
+        self._acts = self.decider.acts(principal)
+
+    # --- what the front asks -------------------------------------------------------------------------------------
+
+    def take(self, line: bytes, busy: Any, front: StdioFront) -> bool:
+        if _TOOLS_CALL not in line or not self._acts:
+            return False
+        try:
+            call = plain_call(strict_loads(line))
+        except ValueError:  # not JSON the SDK reads the same: its path answers it
+            return False
+        if call is None or busy(call.request_id) or request_key(call.request_id) in self._flights:
+            return False
+        latest = self.decider.server.clients.latest
+        taken = None if latest is None else self.decider.request(call, self.principal, *latest)
+        if taken is None:
+            return False
+        flight = self._flights[request_key(call.request_id)] = Flight()
+        # A task of its own (asyncio's, not a task group's: spawning one costs less than the call on this path).
+        flight.task = asyncio.get_running_loop().create_task(self._answer(call, taken, flight, front))
+        return True
+
+    def cancel(self, request_id: Any) -> bool:
+        flight = self._flights.get(request_key(request_id))
+        if flight is None or flight.task is None:
+            return False
+        flight.withdrawn = True
+        flight.task.cancel()
+        return True
+
+    async def aclose(self, front: StdioFront | None = None) -> None:
+        """The agent's input ended: its calls still out are cancelled (each records what became of it), awaited,
+        and answered as the SDK answers its own then (CONNECTION_CLOSED), for an agent still reading."""
+        flights = {key: flight for key, flight in self._flights.items() if flight.task is not None}
+        for flight in flights.values():
+            flight.withdrawn = True  # no answer of their own: the one below
+            assert flight.task is not None
+            flight.task.cancel()
+        await asyncio.gather(*(flight.task for flight in flights.values() if flight.task), return_exceptions=True)
+        if front is not None:
+            closed = MCPError(CONNECTION_CLOSED, "Connection closed")
+            for _kind, request_id in flights:
+                with contextlib.suppress(Exception):  # the agent may have stopped reading too
+                    await front.write(frame(request_id, closed))
+
+    # --- answering -----------------------------------------------------------------------------------------------
+
+    async def _answer(
+        self, call: PlainCall, taken: tuple[ProxiedCall, CallFacts], flight: Flight, front: StdioFront
+    ) -> None:
+        try:
+            answer = await answered(self.decider, call, taken, flight)
+        finally:
+            self._flights.pop(request_key(call.request_id), None)
+        if flight.withdrawn and answer is None:
+            return  # the agent withdrew it: no answer is sent (the journal recorded what became of it)
+        if answer is None:  # the read's quick check did not clear it: the SDK path decides and journals it
+            await front.to_sdk(call_line(call))
+            return
+        await front.write(framed(call, answer))
+
+
+async def answered(
+    decider: FastDecider, call: PlainCall, taken: tuple[ProxiedCall, CallFacts], flight: Flight
+) -> Answer | None:
+    """The call's answer, or None: its read's quick check did not clear it (`flight.withdrawn` false), or the agent
+    withdrew it (true). A bug of ours is answered as an error, never silence."""
+    try:
+        return await decider.respond(*taken)
+    except asyncio.CancelledError:
+        if flight.withdrawn:
+            return None
+        raise
+    except Exception as error:
+        logger.exception("the fast path could not answer %s", call.name)
+        return MCPError(INTERNAL_ERROR, f"the proxy failed while answering this call ({type(error).__name__})")
 
 
 Answer = dict[str, Any] | types.CallToolResult | MCPError

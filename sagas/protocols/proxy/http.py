@@ -1,5 +1,7 @@
 """The proxy over Streamable HTTP at /proxy/mcp: the SDK's app behind the bearer authentication, tenancy and roles
-of /mcp, both protocol eras (2025-11-25 sessions, 2026-07-28 stateless requests) on one endpoint."""
+of /mcp, both protocol eras (2025-11-25 sessions, 2026-07-28 stateless requests) on one endpoint; a session's plain
+calls answered by the fast path in front of it (sagas.protocols.proxy.http_fast) unless SAGA_PROXY_FAST_PATH is
+off."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from starlette.types import ASGIApp
 from governance.identity.http import BearerAuth, request_principal
 from sagas.protocols.mcp.http import transport_security
 from sagas.protocols.proxy.config import load_proxy_config
+from sagas.protocols.proxy.durable import DurableCallPath
+from sagas.protocols.proxy.http_fast import FastHttpEndpoint
 from sagas.protocols.proxy.runtime import Proxy, build_proxy, journaled
 
 PATH = "/proxy/mcp"
@@ -55,8 +59,18 @@ def build_proxy_http_app(config_path: str) -> ProxyHttpApp:
         transport_security=transport_security(),
         max_request_body_size=settings.SAGA_MAX_REQUEST_BYTES,
     )
+    endpoint: ASGIApp = sdk_app
+    if settings.SAGA_PROXY_FAST_PATH and isinstance(proxy.call_path, DurableCallPath):
+        endpoint = FastHttpEndpoint(
+            sdk_app,
+            proxy.server,
+            proxy.call_path,
+            request_principal,
+            path_served=PATH,
+            max_body_bytes=settings.SAGA_MAX_REQUEST_BYTES,
+        )
     return ProxyHttpApp(
-        endpoint=BearerAuth(sdk_app, protocol="mcp-proxy", resource_path=PATH),
+        endpoint=BearerAuth(endpoint, protocol="mcp-proxy", resource_path=PATH),
         public_routes=[Route(f"/.well-known/oauth-protected-resource{PATH}", endpoint=_resource_metadata)],
         proxy=proxy,
     )

@@ -89,6 +89,9 @@ class ConnectedClients:
         # The connection that finished its handshake last, with who it is: on stdio, the agent's only one (the fast
         # path, sagas.protocols.proxy.fast_calls, answers its plain calls without an SDK request context).
         self.latest: tuple[ClientIdentity, Connection] | None = None
+        # Over Streamable HTTP, each 2025-11-25 session's connection by its MCP session id, from its handshake until
+        # it ends (the HTTP fast path, sagas.protocols.proxy.http_fast, answers its plain calls).
+        self.by_session: dict[str, tuple[ClientIdentity, Connection]] = {}
 
     def identity(self, ctx: ServerRequestContext[Any]) -> ClientIdentity:
         connection = _connection_of(ctx.session)
@@ -115,6 +118,20 @@ class ConnectedClients:
             self.log_levels.pop(key, None)
 
         self._connections[key] = connection
+        connection.exit_stack.callback(forget)
+
+    def initialized(self, client: ClientIdentity, connection: Connection) -> None:
+        """`connection` finished its handshake: the latest, and (over HTTP) found by its session id."""
+        self.latest = (client, connection)
+        session_id = connection.session_id
+        if session_id is None or client.stateless:
+            return
+        self.by_session[session_id] = (client, connection)
+
+        def forget() -> None:
+            if self.by_session.get(session_id, (None, None))[1] is connection:
+                del self.by_session[session_id]
+
         connection.exit_stack.callback(forget)
 
     async def notify_all(self, method: str) -> None:
@@ -289,7 +306,7 @@ def build_proxy_server(
 
     async def initialized(ctx: ServerRequestContext[Any], params: types.NotificationParams) -> None:
         client = clients.identity(ctx)  # remember the connection now: list_changed may come before its first request
-        clients.latest = (client, _connection_of(ctx.session))
+        clients.initialized(client, _connection_of(ctx.session))
         await call_path.client_initialized(principal_for_request(), client)
 
     listen = ListenHandler(bus)
