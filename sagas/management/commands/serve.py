@@ -64,7 +64,10 @@ def listening_sockets(host: str, port: int, program: str, *, backlog: int | None
     binds a name such as `localhost`), listening when `backlog` is given; else CommandError saying which port, why,
     and what to do."""
     refusal = f"{program} did not start: "
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, as getaddrinfo names it for uvicorn's own sockets: asyncio sets TCP_NODELAY only on a
+    # connection whose socket says it is TCP, and without it a response written in two parts (headers, then body)
+    # waits for the client's delayed ACK, 40 ms, on every request of a kept-alive connection.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
         sock.bind((host, port))
