@@ -11,7 +11,8 @@ from typing import Any
 from bench.common import Target, fmt, paired_ratio, summarize
 
 KEYS = ("mcp_http", "a2a", "proxy_read", "proxy_added")
-# Issue 41: what the stdio proxy may add to a call of a raw downstream at p50 (ms), and its p99 over its p50.
+# Issue 41: what the proxy (stdio or HTTP) may add to a call of a raw downstream at p50 (ms), and its p99 over its
+# p50.
 ADDED_LIMIT_MS = {"read": 0.9, "write": 1.5}
 TAIL_LIMIT = 2.0
 LIMIT = 1.5
@@ -89,13 +90,13 @@ def http_added_targets(samples: dict[str, dict[str, list[list[float]]]]) -> list
         pairs = list(zip(proxied.round_medians, direct.round_medians, strict=False))
         added = sorted(p - d for p, d in pairs)[len(pairs) // 2] * 1000 if pairs else float("nan")
         note = f"proxied {fmt(proxied.p50 * 1000, 'ms')} vs direct {fmt(direct.p50 * 1000, 'ms')} p50; issue 41"
-        label = f"HTTP proxy, journal {database}: added to a read (class read, gate allow), p50"
+        label = f"HTTP proxy before an SDK server, journal {database}: added to a read (class read, gate allow), p50"
         out.append(Target(label, added, "<=", ADDED_LIMIT_MS["read"], note, unit="ms"))
     return out
 
 
 def added_targets(samples: dict[str, list[list[float]]]) -> list[Target]:
-    """Per journal and call: the milliseconds the stdio proxy adds at p50 (the median of per-round differences,
+    """Per transport, journal and call: the milliseconds the proxy adds at p50 (the median of per-round differences,
     each round's two sides taken side by side) and its p99 over its p50."""
     out: list[Target] = []
     databases = sorted({key.split("/")[1] for key in samples})
@@ -107,7 +108,8 @@ def added_targets(samples: dict[str, list[list[float]]]) -> list[Target]:
             added = sorted(p - d for p, d in pairs)[len(pairs) // 2] * 1000 if pairs else float("nan")
             call = "a read (class read, gate allow)" if kind == "read" else "a write journaled ahead"
             note = f"proxied {fmt(proxied.p50 * 1000, 'ms')} vs direct {fmt(direct.p50 * 1000, 'ms')} p50; issue 41"
-            where = f"stdio proxy, journal {database}"
+            transport, _, journal = database.rpartition("-")  # "sqlite" (stdio) or "http-sqlite"
+            where = f"{'HTTP' if transport == 'http' else 'stdio'} proxy, journal {journal}"
             out.append(Target(f"{where}: added to {call}, p50", added, "<=", limit, note, unit="ms"))
             tail = proxied.p99 / proxied.p50 if proxied.p50 else float("nan")
             note = f"p99 {fmt(proxied.p99 * 1000, 'ms')}, calls back to back; issue 41"

@@ -198,8 +198,17 @@ def test_the_proxys_added_milliseconds_are_the_median_of_per_round_differences_w
     shown = report_surfaces.figures({"proxy_added": samples})["proxy_added_ms"]
     assert shown["sqlite/read"]["proxied"]["p50"] == pytest.approx(1.2)
     http = report_surfaces.http_added_targets({"http/postgresql": {"direct": [[0.002]], "proxied": [[0.0035]]}})
-    assert [t.name for t in http] == ["HTTP proxy, journal postgresql: added to a read (class read, gate allow), p50"]
+    expected = "HTTP proxy before an SDK server, journal postgresql: added to a read (class read, gate allow), p50"
+    assert [t.name for t in http] == [expected]
     assert http[0].value == pytest.approx(1.5) and http[0].verdict == "MISS"
+
+
+def test_the_http_proxys_added_milliseconds_are_named_by_transport_and_journal():
+    samples = {"direct/http-sqlite/read": [[0.0010]], "proxied/http-sqlite/read": [[0.0018]]}
+    names = [t.name for t in report_surfaces.added_targets(samples)]
+    assert "HTTP proxy, journal sqlite: added to a read (class read, gate allow), p50" in names
+    shown = report_surfaces.figures({"proxy_added": samples})["proxy_added_ms"]
+    assert shown["http-sqlite/read"]["proxied"]["p50"] == pytest.approx(1.8)
 
 
 def test_cli_verbs_are_judged_against_a_fifth_of_a_second_beside_the_bare_start():
