@@ -136,3 +136,20 @@ def test_weak_jwt_algorithms_are_refused_at_start_up(tmp_path: Path):
     }
     refused = _cli("check", env=env)
     assert refused.returncode != 0 and "HS256" in refused.stderr
+
+
+def test_the_listening_socket_is_tcp_so_every_accepted_connection_sends_without_delay():
+    # asyncio sets TCP_NODELAY on an accepted connection only when its socket says it is TCP; without it a response
+    # written as headers then body waits for the client's delayed ACK (40 ms) on a kept-alive connection.
+    import socket
+
+    from sagas.management.commands.serve import listening_sockets
+
+    (sock,) = listening_sockets("127.0.0.1", 0, "semantic-saga serve", backlog=1)
+    try:
+        client = socket.create_connection(sock.getsockname())
+        accepted, _ = sock.accept()
+        with client, accepted:
+            assert accepted.proto == socket.IPPROTO_TCP
+    finally:
+        sock.close()
