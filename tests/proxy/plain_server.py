@@ -1,9 +1,12 @@
 """A downstream MCP server without the SDK, answering the way many real ones do (text JSON, no structured output),
 that records every JSON-RPC message it receives: the fast path's tests see exactly what reached it.
 
-    python tests/proxy/plain_server.py --record FILE
+    python tests/proxy/plain_server.py --record FILE                  # stdio, JSON lines
+    python tests/proxy/plain_server.py --record FILE --http-port N    # Streamable HTTP at /mcp, loopback
 
-Over stdio, JSON lines. Tools:
+Over HTTP each POST is answered with one `application/json` body when its answer is the only message the server
+sends for it, else as an event stream (the messages it sent first, then the answer); a notification gets 202,
+DELETE 200, GET 405. Tools:
 
 - `lookup(key)`: a read (readOnlyHint), answers `{"key": key, "found": true}` with an extra top-level field
   (`x-served-by`) that only a proxy relaying the answer as it came passes on;
@@ -24,10 +27,12 @@ Over stdio, JSON lines. Tools:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 PROTOCOL = "2025-11-25"
@@ -63,12 +68,25 @@ TOOLS = [
     _tool("listed_structure", {"name": "string"}),
 ]
 _write_lock = threading.Lock()
+Sink = Callable[[str], None]  # one JSON-RPC message as text, onto the wire
+
+
+def _stdout(raw: str) -> None:
+    with _write_lock:
+        sys.stdout.write(raw + "\n")
+        sys.stdout.flush()
+
+
+_sink: Sink = _stdout
+_local = threading.local()  # over HTTP, the sink of the request a thread answers
 
 
 def send(message: dict[str, Any]) -> None:
-    with _write_lock:
-        sys.stdout.write(json.dumps(message) + "\n")
-        sys.stdout.flush()
+    send_text(json.dumps(message))
+
+
+def send_text(raw: str) -> None:
+    getattr(_local, "sink", _sink)(raw)
 
 
 def text(value: Any) -> dict[str, Any]:
@@ -99,12 +117,11 @@ def call(request_id: Any, params: dict[str, Any]) -> None:
     elif name == "huge":
         send({"jsonrpc": "2.0", "id": request_id, "result": text("x" * (int(arguments["kilobytes"]) * 1024))})
     elif name == "slow":
-        threading.Timer(0.5, send, [{"jsonrpc": "2.0", "id": request_id, "result": text({"slow": True})}]).start()
+        later = json.dumps({"jsonrpc": "2.0", "id": request_id, "result": text({"slow": True})})
+        threading.Timer(0.5, getattr(_local, "sink", _sink), [later]).start()
     elif name == "lone_surrogate":
         raw = '{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", "text": "cut \\ud83d"}]}}'
-        with _write_lock:
-            sys.stdout.write(raw % json.dumps(request_id) + "\n")
-            sys.stdout.flush()
+        send_text(raw % json.dumps(request_id))
     elif name == "not_a_number":
         send({"jsonrpc": "2.0", "id": request_id, "result": {**text("nan"), "structuredContent": {"v": float("nan")}}})
     elif name == "bad_block":
@@ -137,15 +154,86 @@ def answer(message: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--record", required=True)
+    parser.add_argument("--http-port", type=int, default=0, help="serve Streamable HTTP on this port, not stdio")
     args = parser.parse_args()
     with open(args.record, "a", encoding="utf-8") as record:
+        if args.http_port:
+            import uvicorn
+
+            uvicorn.run(_http_app(record), host="127.0.0.1", port=args.http_port, log_level="warning")
+            return
         for line in sys.stdin:
             if not line.strip():
                 continue
             message = json.loads(line)
-            record.write(json.dumps({"at": time.time(), "message": message}) + "\n")
-            record.flush()
+            _record(record, message)
             answer(message)
+
+
+def _record(record: Any, message: Any) -> None:
+    with _write_lock:
+        record.write(json.dumps({"at": time.time(), "message": message}) + "\n")
+        record.flush()
+
+
+def _http_app(record: Any) -> Any:
+    async def app(scope: dict[str, Any], receive: Any, asgi_send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] in ("DELETE", "GET"):
+            await _reply(asgi_send, 200 if scope["method"] == "DELETE" else 405, "application/json", b"")
+            return
+        body = b""
+        while True:
+            part = await receive()
+            body += part.get("body", b"")
+            if not part.get("more_body"):
+                break
+        message = json.loads(body)
+        _record(record, message)
+        if not isinstance(message, dict) or "method" not in message or "id" not in message:
+            await _reply(asgi_send, 202, "application/json", b"")
+            return
+        await _answer_over_http(message, asgi_send)
+
+    return app
+
+
+async def _answer_over_http(message: dict[str, Any], asgi_send: Any) -> None:
+    loop = asyncio.get_running_loop()
+    sent: asyncio.Queue[str] = asyncio.Queue()
+
+    def answer_on_thread() -> None:
+        _local.sink = lambda raw: loop.call_soon_threadsafe(sent.put_nowait, raw)
+        answer(message)
+
+    threading.Thread(target=answer_on_thread, daemon=True).start()
+    first = await sent.get()
+    if _answers(first, message["id"]):
+        await _reply(asgi_send, 200, "application/json", first.encode("utf-8", "surrogatepass"))
+        return
+    await asgi_send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+    )
+    raw = first
+    while True:
+        event = f"event: message\ndata: {raw}\n\n".encode("utf-8", "surrogatepass")
+        await asgi_send({"type": "http.response.body", "body": event, "more_body": True})
+        if _answers(raw, message["id"]):
+            break
+        raw = await sent.get()
+    await asgi_send({"type": "http.response.body", "body": b""})
+
+
+def _answers(raw: str, request_id: Any) -> bool:
+    answer = json.loads(raw, parse_constant=lambda _: None)
+    return "method" not in answer and answer.get("id") == request_id
+
+
+async def _reply(asgi_send: Any, status: int, kind: str, body: bytes) -> None:
+    headers = [(b"content-type", kind.encode()), (b"mcp-session-id", b"plain-session")]
+    await asgi_send({"type": "http.response.start", "status": status, "headers": headers})
+    await asgi_send({"type": "http.response.body", "body": body})
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from registry.secrets import resolve_header, scrub
 from sagas.protocols.proxy import listing as lists
 from sagas.protocols.proxy.catalog import ServerListing
 from sagas.protocols.proxy.floods import ListKind, NotificationGate
+from sagas.protocols.proxy.http_channel import ChannelDeclined, HttpChannel
 from sagas.protocols.proxy.inbound import DownstreamInbound
 from sagas.protocols.proxy.raw_channel import (
     ChannelClosed,
@@ -107,7 +108,7 @@ class _Live:
     session: ClientSession
     init: types.InitializeResult
     secrets: tuple[str, ...]
-    raw: RawChannel | None = None  # a stdio server's channel for the fast path's plain calls
+    raw: RawChannel | HttpChannel | None = None  # the server's channel for the fast path's plain calls
     lost: anyio.Event = field(default_factory=anyio.Event)
     reason: str = ""
 
@@ -171,7 +172,8 @@ class DownstreamConnection:
         """Returns why the connection ended (or never started)."""
         secrets: tuple[str, ...] = ()
         try:
-            raw = RawChannel() if self.spec.transport == "stdio" else None
+            limit = settings.SAGA_PROXY_MAX_RESULT_BYTES
+            raw = RawChannel() if self.spec.transport == "stdio" else HttpChannel(str(self.spec.url), limit)
             async with self._session(raw) as (session, init, secrets):
                 listing = await lists.first_listing(session, self.spec, init, self._timing.list_timeout)
                 self.tools_listed_at = time.monotonic()
@@ -268,14 +270,18 @@ class DownstreamConnection:
 
     @contextlib.asynccontextmanager
     async def _session(
-        self, raw: RawChannel | None
+        self, raw: RawChannel | HttpChannel
     ) -> AsyncIterator[tuple[ClientSession, types.InitializeResult, tuple[str, ...]]]:
         values, secrets = _resolve(self.spec)
         async with contextlib.AsyncExitStack() as stack:
             streams = await stack.enter_async_context(self._transport(stack, values, raw))
             inbound = self._inbound
             session = ClientSession(
-                self._gate.gated(streams[0]),
+                self._gate.gated(
+                    raw.merged(streams[0], self._gate.admit, self._inbound.log)
+                    if isinstance(raw, HttpChannel)
+                    else streams[0]
+                ),
                 streams[1],
                 sampling_callback=inbound.sampling,
                 elicitation_callback=inbound.elicitation,
@@ -287,6 +293,8 @@ class DownstreamConnection:
             await stack.enter_async_context(session)
             with anyio.fail_after(self.connect_timeout):
                 init = await session.initialize()
+            if isinstance(raw, HttpChannel):
+                raw.handshake_done(init.protocol_version)
             yield session, init, secrets
 
     @property
@@ -298,9 +306,11 @@ class DownstreamConnection:
     def call_timeout(self) -> float:
         return float(self.spec.call_timeout_seconds or settings.SAGA_PROXY_CALL_TIMEOUT_SECONDS)
 
-    def _transport(self, stack: contextlib.AsyncExitStack, values: dict[str, str], raw: RawChannel | None) -> Any:
+    def _transport(
+        self, stack: contextlib.AsyncExitStack, values: dict[str, str], raw: RawChannel | HttpChannel
+    ) -> Any:
         spec, limit = self.spec, settings.SAGA_PROXY_MAX_RESULT_BYTES
-        if spec.transport == "stdio":
+        if isinstance(raw, RawChannel):
             # The child's stderr joins ours: stdout is the MCP stream, stderr is where a server says what is wrong.
             return bounded_stdio_client(
                 spec.command, list(spec.args), env=values or None, cwd=spec.cwd, max_message_bytes=limit, raw=raw
@@ -310,9 +320,10 @@ class DownstreamConnection:
         http = httpx2.AsyncClient(
             headers={"User-Agent": USER_AGENT, **values},
             timeout=httpx2.Timeout(30.0, read=None),
-            transport=CappedBodies(limit),
+            transport=CappedBodies(limit, observe=raw.observe),
         )
         stack.push_async_callback(http.aclose)
+        raw.attach(http)  # the fast path's plain calls go on the session's own client
         return streamable_http_client(spec.url, http_client=http, max_sse_event_size=limit)
 
     # --- requests from the proxy --------------------------------------------------------------------------------
@@ -357,14 +368,13 @@ class DownstreamConnection:
         MCPError for an answer that is not a tools/call result."""
         live = self._require()
         if live.raw is None or not live.raw.attached:
-            request = types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
-            result = await self.request(request, types.CallToolResult, relay)
-            dumped: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-            return dumped
+            return await self._call_through_session(params, relay)
         timeout = self.call_timeout
         with self._router.serving(self.spec.name, relay):
             try:
                 message = await live.raw.call(params, timeout)
+            except ChannelDeclined:  # the server did not take it (a redirect, say): the session asks it
+                return await self._call_through_session(params, relay)
             except ChannelClosed:
                 problem = self.status.problem or "its input is closed"
                 raise DownstreamUnavailable(f'the MCP server "{self.spec.name}" is not connected ({problem})') from None
@@ -381,9 +391,17 @@ class DownstreamConnection:
             error = plain_error(message["error"])
             if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                 raise oversized
+            if isinstance(live.raw, HttpChannel) and _sdk_closed(error):  # the server ended the HTTP session
+                raise self._lost(live, error.message)
             self._wake("check")
             raise error
         return plain_result(message.get("result"))
+
+    async def _call_through_session(self, params: dict[str, Any], relay: ClientRelay) -> dict[str, Any]:
+        request = types.CallToolRequest(params=types.CallToolRequestParams.model_validate(params))
+        result = await self.request(request, types.CallToolResult, relay)
+        dumped: dict[str, Any] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return dumped
 
     def _timed_out(self, timeout: float) -> DownstreamTimedOut:
         return DownstreamTimedOut(

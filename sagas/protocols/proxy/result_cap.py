@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,12 +137,20 @@ class CappedBodies(httpx2.AsyncBaseTransport):
     """An httpx transport whose JSON response bodies stop being read past `limit` bytes (SSE streams are bounded
     per event by the SDK; they may legitimately carry any number of events)."""
 
-    def __init__(self, limit: int, inner: httpx2.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        inner: httpx2.AsyncBaseTransport | None = None,
+        observe: Callable[[httpx2.Response], None] | None = None,
+    ) -> None:
         self.limit = limit
         self.inner = inner or httpx2.AsyncHTTPTransport()
+        self.observe = observe  # told of every response as it arrives (its headers; the body not yet read)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self.inner.handle_async_request(request)
+        if self.observe is not None:
+            self.observe(response)
         if not response.headers.get("content-type", "").lower().startswith("application/json"):
             return response
         response.stream = _CappedStream(response.stream, self.limit)
