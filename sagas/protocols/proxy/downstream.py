@@ -211,6 +211,15 @@ class DownstreamManager:
         the catalog and its listeners are updated before this returns."""
         await self._connection(server).relist_tools_if_older(older_than)
 
+    async def relist_stale_tools(self) -> bool:
+        """Re-read the tools of every server that said they changed and was not read since (concurrently); whether
+        there was any."""
+        stale = [connection for connection in self._connections.values() if connection.tools_stale]
+        async with anyio.create_task_group() as group:
+            for connection in stale:
+                group.start_soon(connection.relist_tools_if_older, 0.0)
+        return bool(stale)
+
     async def refresh(self, kind: Kind) -> None:
         """Re-read one kind from every connected server that offers it, concurrently (prompts and resources are
         read fresh for each client listing; tools change only through list_changed)."""

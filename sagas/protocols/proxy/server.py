@@ -207,6 +207,9 @@ def build_proxy_server(
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> Any:
         current, principal, client = catalog(), principal_for_request(), clients.identity(ctx)
         exposed = current.tools.get(params.name)
+        if exposed is None and await downstreams.relist_stale_tools():  # a server said its tools changed: look again
+            current = catalog()
+            exposed = current.tools.get(params.name)
         if exposed is None or call_path.hidden(principal, client, exposed.server, exposed.tool):
             # A hidden tool is answered exactly as one no server offers: its existence is not the agent's to learn.
             visible = [n for n, t in current.tools.items() if not call_path.hidden(principal, client, t.server, t.tool)]
