@@ -32,13 +32,20 @@ from django.conf import settings
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
 from registry.errors import ActionFailure
 from registry.secrets import resolve_header, scrub
 from sagas.protocols.proxy import listing as lists
 from sagas.protocols.proxy.catalog import ServerListing
+from sagas.protocols.proxy.downstream_faults import (
+    DownstreamLost,
+    DownstreamTimedOut,
+    DownstreamUnavailable,
+    describe_failure,
+    sdk_closed,
+    sdk_timeout,
+)
 from sagas.protocols.proxy.floods import ListKind, NotificationGate
 from sagas.protocols.proxy.http_channel import ChannelDeclined, HttpChannel
 from sagas.protocols.proxy.inbound import DownstreamInbound
@@ -61,8 +68,6 @@ logger = logging.getLogger("sagas.protocols.proxy")
 
 CLIENT_INFO = types.Implementation(name="semantic-saga-proxy", version="0.1.0")
 USER_AGENT = "semantic-saga-proxy"
-# Kept from a failure's text in status and logs.
-DETAIL_LIMIT = 500
 
 # What the supervisor does next: list one kind again, or check (ping) that the server is still there.
 Work = Literal["tools", "prompts", "resources", "check"]
@@ -88,19 +93,6 @@ class Timing:
     # An idle session is pinged this often to notice a dead server before a call does.
     ping_interval: float = 15.0
     ping_timeout: float = 10.0
-
-
-class DownstreamUnavailable(Exception):
-    """The server is not connected: the request was NOT sent."""
-
-
-class DownstreamLost(Exception):
-    """The request was sent but the connection was lost before the answer: it may or may not have acted."""
-
-
-class DownstreamTimedOut(DownstreamLost):
-    """The request was sent and no answer came within the server's call timeout: it was cancelled, and whether it
-    acted is unknown."""
 
 
 @dataclass
@@ -186,7 +178,7 @@ class DownstreamConnection:
         except ActionFailure as failure:  # a secret reference that cannot be resolved: nothing was started
             return failure.message
         except Exception as exc:
-            return _describe(exc, secrets)
+            return describe_failure(exc, secrets)
         finally:
             self._live = None
 
@@ -223,7 +215,7 @@ class DownstreamConnection:
             with anyio.fail_after(self._timing.ping_timeout):
                 await live.session.send_request(types.PingRequest(), types.EmptyResult)
         except Exception as exc:
-            self._mark_lost(live, f"no answer to a ping ({_describe(exc, live.secrets)})")
+            self._mark_lost(live, f"no answer to a ping ({describe_failure(exc, live.secrets)})")
 
     async def _refresh(self, live: _Live, kind: Work) -> None:
         if kind == "check":
@@ -235,7 +227,7 @@ class DownstreamConnection:
             timeout = self._timing.list_timeout
             fresh = await lists.fetch(live.session, kind, live.init.capabilities, timeout)
         except Exception as exc:  # the previous listing stays: a failed rebuild changes nothing
-            self.status.listing_problem = f"listing its {kind} again failed ({_describe(exc, live.secrets)})"
+            self.status.listing_problem = f"listing its {kind} again failed ({describe_failure(exc, live.secrets)})"
             logger.error('downstream "%s": %s; the previous list stays', self.spec.name, self.status.listing_problem)
             self._wake("check")
             return
@@ -355,9 +347,9 @@ class DownstreamConnection:
             except MCPError as error:
                 if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                     raise oversized from None
-                if _sdk_timeout(error):
+                if sdk_timeout(error):
                     raise self._timed_out(timeout) from None
-                if _sdk_closed(error):
+                if sdk_closed(error):
                     raise self._lost(live, error.message) from None
                 self._wake("check")
                 raise
@@ -391,7 +383,7 @@ class DownstreamConnection:
             error = plain_error(message["error"])
             if (oversized := too_large(error, settings.SAGA_PROXY_MAX_RESULT_BYTES)) is not None:
                 raise oversized
-            if isinstance(live.raw, HttpChannel) and _sdk_closed(error):  # the server ended the HTTP session
+            if isinstance(live.raw, HttpChannel) and sdk_closed(error):  # the server ended the HTTP session
                 raise self._lost(live, error.message)
             self._wake("check")
             raise error
@@ -426,26 +418,6 @@ class DownstreamConnection:
                 await self.relist("tools")
 
 
-def _sdk_timeout(error: MCPError) -> bool:
-    """The client session's own timeout, not a server's error that happens to use its code (-32001): the session
-    says `Request '<method>' timed out` and attaches nothing."""
-    return error.code == REQUEST_TIMEOUT and error.error.data is None and error.message.endswith("timed out")
-
-
-def _sdk_closed(error: MCPError) -> bool:
-    """The connection closed under the request: the session's own -32000 ("Connection closed", or the Streamable
-    HTTP client's "SSE stream failed / ended ..."), or an HTTP session the server ended; not a server's error
-    answer that uses the same code with words of its own."""
-    if "Session terminated" in error.message:
-        return True
-    own = error.message == "Connection closed" or error.message.startswith(_HTTP_STREAM_LOST)
-    return error.code == CONNECTION_CLOSED and error.error.data is None and own
-
-
-# How the SDK's Streamable HTTP client words a request whose response stream broke or ended without an answer.
-_HTTP_STREAM_LOST = "SSE stream "
-
-
 def _resolve(spec: ServerSpec) -> tuple[dict[str, str], tuple[str, ...]]:
     """The env (stdio) or headers (HTTP) with secret references resolved, and the secret values to scrub from
     anything shown. ActionFailure (naming the reference, never a value) when one cannot be resolved."""
@@ -455,21 +427,3 @@ def _resolve(spec: ServerSpec) -> tuple[dict[str, str], tuple[str, ...]]:
         values[name].removeprefix(value.get("prefix", "")) for name, value in raw.items() if not isinstance(value, str)
     )
     return values, secrets
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-def _describe(exc: BaseException, secrets: tuple[str, ...]) -> str:
-    leaf = _leaf(exc)
-    if isinstance(leaf, MCPError):
-        text = f"MCP error {leaf.code}: {leaf.message}"
-    elif isinstance(leaf, TimeoutError):
-        text = "no answer in time"
-    else:
-        text = f"{type(leaf).__name__}: {leaf}" if str(leaf) else type(leaf).__name__
-    text = str(scrub(text, secrets))
-    return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 3] + "..."

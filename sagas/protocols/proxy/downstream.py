@@ -21,13 +21,8 @@ import anyio
 import mcp.types as types
 
 from sagas.protocols.proxy.catalog import Catalog, NameCollision, ServerListing
-from sagas.protocols.proxy.connection import (
-    DownstreamConnection,
-    DownstreamLost,
-    DownstreamTimedOut,
-    DownstreamUnavailable,
-    Timing,
-)
+from sagas.protocols.proxy.connection import DownstreamConnection, Timing
+from sagas.protocols.proxy.downstream_faults import DownstreamLost, DownstreamTimedOut, DownstreamUnavailable
 from sagas.protocols.proxy.listing import Kind
 from sagas.protocols.proxy.relay import ClientRelay, RelayRouter
 from sagas.protocols.proxy.result_cap import ResultTooLarge
