@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -24,7 +25,8 @@ from governance.identity.principal import Principal, local_agent
 from sagas.protocols.proxy.config import load_proxy_config
 from sagas.protocols.proxy.downstream import Timing
 from sagas.protocols.proxy.runtime import CallPathFactory, Proxy, build_proxy, forwarding
-from tests.distributed.workers import free_port
+from tests.distributed.workers import free_port, shared_database_url
+from tests.protocols.conftest import TOKENS
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "examples" / "demo_mcp_server.py"
@@ -143,3 +145,21 @@ def served(demo_http: HttpDownstream, tmp_path_factory: pytest.TempPathFactory) 
     servers = {"demo": {"url": demo_http.url}, "tiny": stdio(TINY, prefix="tiny")}
     with serve_proxy(config_file(tmp_path_factory.mktemp("proxy"), servers), page_size=3) as running:
         yield running
+
+
+def serve_command(workdir: Path, proxy_config: Path) -> tuple[list[str], dict[str, str], int]:
+    """`semantic-saga serve` with the proxy at /proxy/mcp on the test database (static tokens: TOKENS of
+    tests/protocols/conftest.py): its command, environment and port."""
+    tokens = workdir / "tokens.json"
+    tokens.write_text(json.dumps({"tokens": TOKENS}))
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": shared_database_url(),
+        "SAGA_AUTH_MODE": "static",
+        "SAGA_AUTH_STATIC_TOKENS": str(tokens),
+        "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
+        "SAGA_PROXY_CONFIG": str(proxy_config),
+    }
+    command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    return command, env, port

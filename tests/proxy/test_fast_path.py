@@ -23,6 +23,7 @@ from governance.models import KillSwitch
 from sagas.models import Step
 from tests.distributed.workers import shared_database_url
 from tests.proxy.harness import ROOT, config_file, stdio
+from tests.proxy.plain_record import calls, finished_steps, received
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,30 +53,11 @@ def _start(tmp_path: Path, *, fast: bool = True, **env: str) -> tuple[RawAgent, 
     return agent, record
 
 
-def _received(record: Path) -> list[dict[str, Any]]:
-    return [json.loads(line)["message"] for line in record.read_text().splitlines()]
-
-
-def _calls(record: Path) -> list[dict[str, Any]]:
-    return [m for m in _received(record) if m.get("method") == "tools/call"]
-
-
 def _wait_until_sent(record: Path, name: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
-    while not any(c["params"]["arguments"].get("name") == name for c in _calls(record)):
+    while not any(c["params"]["arguments"].get("name") == name for c in calls(record)):
         assert time.monotonic() < deadline, f"the call of {name} never reached the server"
         time.sleep(0.05)
-
-
-def _steps(count: int, timeout: float = 30.0) -> list[Step]:
-    """The session's steps once `count` are finished (reads are journaled just behind their answers)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        steps = list(Step.objects.order_by("sequence"))
-        if len(steps) >= count and all(step.status != "EXECUTING" for step in steps):
-            return steps
-        time.sleep(0.05)
-    raise AssertionError(f"not {count} finished steps within {timeout}s: {list(Step.objects.values('status'))}")
 
 
 def _session(tmp_path: Path, fast: bool) -> dict[str, Any]:
@@ -89,14 +71,14 @@ def _session(tmp_path: Path, fast: bool) -> dict[str, Any]:
         agent.call("refused", "rpc_error", {"name": "x"})
         agent.call("bad", "bad_result", {"name": "x"})
         answers = {key: agent.answer(key) for key in ("read-2", "write", "refused", "bad")}
-        steps = _steps(5)
+        steps = finished_steps(5)
     finally:
         agent.close()
     journaled = [
         {"action": s.action.split("@")[0], "status": s.status, "uncertain": s.uncertain_outcome, "id": str(s.id)}
         for s in steps
     ]
-    return {"answers": answers, "steps": journaled, "calls": _calls(record)}
+    return {"answers": answers, "steps": journaled, "calls": calls(record)}
 
 
 def test_plain_calls_take_the_fast_path_and_are_answered_and_journaled_as_on_the_sdk_path(tmp_path: Path):
@@ -168,12 +150,12 @@ def test_frames_the_fast_path_does_not_take_get_the_sdks_answers(tmp_path: Path)
     assert answers["unknown"]["error"]["code"] == -32602 and "no_such_tool" in answers["unknown"]["error"]["message"]
     assert "result" in answers["not-args"]  # an extra params key: the SDK's server reads it as it always did
     assert json.loads(answers["progress"]["result"]["content"][0]["text"])["key"] == "p"
-    calls = _calls(record)
-    by_name = {c["params"]["arguments"].get("key") or c["params"]["arguments"].get("name"): c["id"] for c in calls}
+    sent = calls(record)
+    by_name = {c["params"]["arguments"].get("key") or c["params"]["arguments"].get("name"): c["id"] for c in sent}
     assert not str(by_name["p"]).startswith(FAST_ID)  # progress needs the SDK's request context
     assert not str(by_name[None]).startswith(FAST_ID)  # the call with an extra params key
     assert str(by_name["first"]).startswith(FAST_ID) and not str(by_name["second"]).startswith(FAST_ID)
-    assert len(sevens) == 2, (sevens, calls[-2:])
+    assert len(sevens) == 2, (sevens, sent[-2:])
 
 
 def test_a_fast_call_withdrawn_by_the_agent_is_cancelled_downstream_and_journaled_uncertain(tmp_path: Path):
@@ -184,14 +166,14 @@ def test_a_fast_call_withdrawn_by_the_agent_is_cancelled_downstream_and_journale
         agent.call("hung", "hang", {"name": "job"})
         _wait_until_sent(record, "job")
         agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hung"}})
-        steps = _steps(2)
+        steps = finished_steps(2)
         agent.call("after", "lookup", {"key": "a"})
         agent.answer("after")
     finally:
         agent.close()
 
-    hung = next(c for c in _calls(record) if c["params"]["arguments"].get("name") == "job")
-    cancelled = [m for m in _received(record) if m.get("method") == "notifications/cancelled"]
+    hung = next(c for c in calls(record) if c["params"]["arguments"].get("name") == "job")
+    cancelled = [m for m in received(record) if m.get("method") == "notifications/cancelled"]
     assert str(hung["id"]).startswith(FAST_ID) and cancelled[0]["params"]["requestId"] == hung["id"]
     assert not any(isinstance(m, dict) and m.get("id") == "hung" for m in agent.seen)  # no answer after a cancel
     assert steps[1].status == "FAILED" and steps[1].uncertain_outcome
@@ -206,7 +188,7 @@ def test_downstream_logs_reach_the_agent_and_an_oversized_answer_is_not_relayed(
         noisy = agent.answer("noisy")
         agent.call("huge", "huge", {"kilobytes": 100})
         huge = agent.answer("huge")
-        steps = _steps(3)
+        steps = finished_steps(3)
     finally:
         agent.close()
 
@@ -216,7 +198,7 @@ def test_downstream_logs_reach_the_agent_and_an_oversized_answer_is_not_relayed(
     assert (
         huge["result"]["isError"] is True and "more than this proxy passes on" in huge["result"]["content"][0]["text"]
     )
-    assert str(_calls(record)[-1]["id"]).startswith(FAST_ID)
+    assert str(calls(record)[-1]["id"]).startswith(FAST_ID)
     assert [s.status for s in steps] == ["COMPLETED", "COMPLETED", "FAILED"]
 
 
@@ -225,7 +207,7 @@ def test_a_read_the_quick_check_does_not_clear_is_refused_as_on_the_sdk_path(tmp
     try:
         agent.call("warm", "lookup", {"key": "w"})
         agent.answer("warm")
-        steps = _steps(1)
+        steps = finished_steps(1)
         KillSwitch.objects.create(tenant_id=steps[0].saga.tenant_id, engaged_by="test", reason="stop everything")
         agent.call("stopped", "lookup", {"key": "s"})
         stopped = agent.answer("stopped")
@@ -237,7 +219,7 @@ def test_a_read_the_quick_check_does_not_clear_is_refused_as_on_the_sdk_path(tmp
     for answer in (stopped, refused):
         assert answer["result"]["isError"] is True
         assert "did NOT run" in answer["result"]["content"][0]["text"]
-    assert [c["params"]["arguments"].get("key") for c in _calls(record)] == ["w"]  # nothing else was sent
+    assert [c["params"]["arguments"].get("key") for c in calls(record)] == ["w"]  # nothing else was sent
 
 
 def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path: Path):
@@ -268,7 +250,7 @@ def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path:
         agent.call("after", "lookup", {"key": "a"})  # the proxy is still there
         after = agent.answer("after")
         try:
-            steps = _steps(6)  # warm, cut, nan, block, listed, after: nothing else ran
+            steps = finished_steps(6)  # warm, cut, nan, block, listed, after: nothing else ran
         except AssertionError:
             print(agent.stderr()[-5000:])
             raise
@@ -281,7 +263,7 @@ def test_answers_that_are_not_plain_json_text_are_never_relayed_broken(tmp_path:
     assert block["error"]["code"] == -32603 and listed["error"]["code"] == -32603
     assert "error" in modern and "result" not in modern  # the SDK's refusal of a 2026-07-28 envelope
     assert json.loads(after["result"]["content"][0]["text"])["key"] == "a"
-    sent = [c["params"]["arguments"] for c in _calls(record)]
+    sent = [c["params"]["arguments"] for c in calls(record)]
     assert {"name": "s"} not in sent and {"name": "m"} not in sent  # neither the surrogate id's call nor the envelope's
     by_action = {s.action.split("@")[0].rsplit(".", 1)[-1]: s for s in steps}
     assert by_action["lone_surrogate"].status == "FAILED" and by_action["lone_surrogate"].uncertain_outcome
@@ -297,7 +279,7 @@ def test_calls_out_when_the_agents_input_ends_are_answered_connection_closed(tmp
     assert agent.close() == 0
     closed = agent.answer("hung", timeout=10)
     assert closed["error"]["code"] == -32000
-    steps = _steps(2)
+    steps = finished_steps(2)
     assert steps[1].status == "FAILED" and steps[1].uncertain_outcome
 
 
@@ -312,7 +294,7 @@ def test_a_servers_own_error_is_its_answer_even_with_the_codes_the_session_uses_
         answers = [agent.answer(f"e{code}") for code in (-32000, -32001)]
         agent.call("after", "create_item", {"name": "still connected"})
         after = agent.answer("after")
-        steps = _steps(3)
+        steps = finished_steps(3)
     finally:
         agent.close()
 
@@ -347,17 +329,17 @@ def test_a_write_withdrawn_while_it_is_being_journaled_is_recorded_not_sent(tmp_
     try:
         agent.call("warm", "create_item", {"name": "first"})
         agent.answer("warm")
-        _steps(1)  # its outcome written: nothing queued that the next begin would wait for
+        finished_steps(1)  # its outcome written: nothing queued that the next begin would wait for
         with _session_row_locked():
             agent.call("late", "create_item", {"name": "withdrawn"})
             time.sleep(1.0)  # its begin is waiting for the lock
             agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "late"}})
             time.sleep(0.5)
-        steps = _steps(2)
+        steps = finished_steps(2)
     finally:
         agent.close()
 
-    assert [c["params"]["arguments"]["name"] for c in _calls(record)] == ["first"]  # never sent
+    assert [c["params"]["arguments"]["name"] for c in calls(record)] == ["first"]  # never sent
     late = steps[1]
     assert late.status == "FAILED" and not late.uncertain_outcome
     assert late.error["sent"] is False and "went away before the call was sent" in late.error["message"]

@@ -21,6 +21,7 @@ import pytest
 from sagas.models import Step
 from tests.distributed.workers import free_port, shared_database_url
 from tests.proxy.harness import ROOT, config_file, wait_for_port
+from tests.proxy.plain_record import calls, finished_steps, received
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,21 +62,6 @@ def _proxied(tmp_path: Path, *, fast: bool = True) -> Iterator[tuple[RawAgent, P
         server.wait(timeout=30)
 
 
-def _calls(record: Path) -> list[dict[str, Any]]:
-    received = [json.loads(line)["message"] for line in record.read_text().splitlines()]
-    return [m for m in received if isinstance(m, dict) and m.get("method") == "tools/call"]
-
-
-def _steps(count: int, timeout: float = 30.0) -> list[Step]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        steps = list(Step.objects.order_by("sequence"))
-        if len(steps) >= count and all(step.status != "EXECUTING" for step in steps):
-            return steps
-        time.sleep(0.05)
-    raise AssertionError(f"not {count} finished steps within {timeout}s: {list(Step.objects.values('status'))}")
-
-
 def _session(tmp_path: Path, fast: bool) -> dict[str, Any]:
     with _proxied(tmp_path, fast=fast) as (agent, record):
         for n in (1, 2):  # the first call may arrive before the handshake's end reached the fast path
@@ -85,10 +71,10 @@ def _session(tmp_path: Path, fast: bool) -> dict[str, Any]:
         agent.call("refused", "rpc_error", {"name": "x"})
         agent.call("noisy", "noisy", {"name": "n"})
         answers = {key: agent.answer(key) for key in ("read-2", "write", "refused", "noisy")}
-        steps = _steps(5)
+        steps = finished_steps(5)
         logged = [m for m in agent.seen if isinstance(m, dict) and m.get("method") == "notifications/message"]
     journaled = sorted((s.action.split("@")[0], s.status, s.uncertain_outcome) for s in steps)
-    return {"answers": answers, "steps": journaled, "calls": _calls(record), "logged": logged, "ids": steps}
+    return {"answers": answers, "steps": journaled, "calls": calls(record), "logged": logged, "ids": steps}
 
 
 def test_plain_calls_go_down_over_http_on_the_proxys_own_post_answered_and_journaled_as_through_the_session(
@@ -120,17 +106,17 @@ def test_an_http_fast_call_withdrawn_by_the_agent_is_cancelled_downstream_and_jo
         agent.answer("warm")
         agent.call("hung", "hang", {"name": "job"})
         deadline = time.monotonic() + 30
-        while len(_calls(record)) < 2:
+        while len(calls(record)) < 2:
             assert time.monotonic() < deadline, "the hanging call never reached the server"
             time.sleep(0.05)
         agent.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "hung"}})
         agent.call("after", "lookup", {"key": "a"})
         agent.answer("after")
-        steps = _steps(3)
-        received = [json.loads(line)["message"] for line in record.read_text().splitlines()]
+        steps = finished_steps(3)
+        arrived = received(record)
 
-    hung = _calls(record)[1]
-    cancelled = [m for m in received if m.get("method") == "notifications/cancelled"]
+    hung = calls(record)[1]
+    cancelled = [m for m in arrived if m.get("method") == "notifications/cancelled"]
     assert str(hung["id"]).startswith(FAST_ID) and cancelled[0]["params"]["requestId"] == hung["id"]
     assert not any(isinstance(m, dict) and m.get("id") == "hung" for m in agent.seen)
     (step,) = [s for s in steps if str(s.id) == hung["params"]["_meta"]["io.semantic-saga/idempotency_key"]]
@@ -147,7 +133,7 @@ def test_http_answers_past_the_limit_or_not_plain_text_are_never_relayed(tmp_pat
         cut = agent.answer("cut")
         agent.call("nan", "not_a_number", {"name": "x"})
         nan = agent.answer("nan")
-        steps = _steps(4)
+        steps = finished_steps(4)
 
     assert (
         huge["result"]["isError"] is True and "more than this proxy passes on" in huge["result"]["content"][0]["text"]

@@ -7,9 +7,7 @@ the SDK path journals it; every request the fast path must not take gets the SDK
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +19,8 @@ import httpx
 import pytest
 
 from sagas.models import Saga, Step
-from tests.distributed.workers import free_port, shared_database_url
-from tests.protocols.conftest import ALICE, BOB, TOKENS, wait_healthy
-from tests.proxy.harness import READY_SECONDS, ROOT, config_file, stdio
+from tests.protocols.conftest import ALICE, BOB, wait_healthy
+from tests.proxy.harness import READY_SECONDS, ROOT, config_file, serve_command, stdio
 
 PLAIN = Path(__file__).with_name("plain_server.py")
 VERSION = "2025-11-25"
@@ -54,18 +51,7 @@ def served(
     workdir = tmp_path_factory.mktemp("proxy-http-fast")
     record = workdir / "received.jsonl"
     config = config_file(workdir, {"plain": stdio(PLAIN, "--record", str(record))})
-    tokens = workdir / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": TOKENS}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": shared_database_url(),
-        "SAGA_AUTH_MODE": "static",
-        "SAGA_AUTH_STATIC_TOKENS": str(tokens),
-        "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
-        "SAGA_PROXY_CONFIG": str(config),
-    }
-    command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
+    command, env, port = serve_command(workdir, config)
     log = workdir / "serve.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.distributed.workers import free_port, shared_database_url
-from tests.protocols.conftest import ALICE, TOKENS, VERA, wait_healthy
+from tests.protocols.conftest import ALICE, VERA, wait_healthy
 from tests.proxy.agent import MODES, Agent, connect, text, tool_names
-from tests.proxy.harness import DEMO, READY_SECONDS, ROOT, TINY, config_file, stdio
+from tests.proxy.harness import DEMO, READY_SECONDS, ROOT, TINY, config_file, serve_command, stdio
 
 
 @dataclass
@@ -38,29 +35,13 @@ def _committed_db(transactional_db: None) -> None:
     """The server is another process: it needs the migrated test database."""
 
 
-def _serve(workdir: Path, proxy_config: Path) -> tuple[list[str], dict[str, str], int]:
-    tokens = workdir / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": TOKENS}))
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": shared_database_url(),
-        "SAGA_AUTH_MODE": "static",
-        "SAGA_AUTH_STATIC_TOKENS": str(tokens),
-        "SAGA_PUBLIC_URL": f"http://127.0.0.1:{port}",
-        "SAGA_PROXY_CONFIG": str(proxy_config),
-    }
-    command = [sys.executable, "-m", "saga_project.cli", "serve", "--port", str(port), "--log-level", "warning"]
-    return command, env, port
-
-
 @pytest.fixture(scope="module")
 def server(
     django_db_setup: None, django_db_blocker: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     workdir = tmp_path_factory.mktemp("proxy-serve")
     config = config_file(workdir, {"demo": stdio(DEMO), "tiny": stdio(TINY, prefix="tiny")})
-    command, env, port = _serve(workdir, config)
+    command, env, port = serve_command(workdir, config)
     log = workdir / "serve.log"
     with log.open("ab") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -134,7 +115,7 @@ def test_a_downstream_elicitation_reaches_the_agent_over_http(server: Served):
 def test_serve_refuses_an_invalid_proxy_config_naming_the_check(tmp_path: Path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"servers": {"demo": {"command": "x", "prefix": "a__b"}}}))
-    command, env, _ = _serve(tmp_path, bad)
+    command, env, _ = serve_command(tmp_path, bad)
 
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, timeout=120)
 

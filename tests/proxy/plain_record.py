@@ -1,0 +1,32 @@
+"""What the plain server (tests/proxy/plain_server.py) received, and the journal's steps once finished: shared by the
+fast path's tests over stdio and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from sagas.models import Step
+
+
+def received(record: Path) -> list[dict[str, Any]]:
+    """Every message the plain server received, in order."""
+    return [json.loads(line)["message"] for line in record.read_text().splitlines()]
+
+
+def calls(record: Path) -> list[dict[str, Any]]:
+    """The tools/call requests among them."""
+    return [m for m in received(record) if isinstance(m, dict) and m.get("method") == "tools/call"]
+
+
+def finished_steps(count: int, timeout: float = 30.0) -> list[Step]:
+    """The steps once `count` are finished (reads and intended writes are journaled just behind their answers)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        steps = list(Step.objects.order_by("sequence"))
+        if len(steps) >= count and all(step.status != "EXECUTING" for step in steps):
+            return steps
+        time.sleep(0.05)
+    raise AssertionError(f"not {count} finished steps within {timeout}s: {list(Step.objects.values('status'))}")
