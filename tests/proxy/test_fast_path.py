@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import sys
 import time
@@ -21,13 +20,11 @@ from django.db import connection
 
 from governance.models import KillSwitch
 from sagas.models import Step
-from tests.distributed.workers import shared_database_url
-from tests.proxy.harness import ROOT, config_file, stdio
-from tests.proxy.plain_record import calls, finished_steps, received
+from tests.proxy.harness import stdio
+from tests.proxy.plain_record import PLAIN, calls, finished_steps, plain_proxy, received
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PLAIN = Path(__file__).with_name("plain_server.py")
 BIN = Path(sys.executable).parent
 FAST_ID = "saga-fast-"
 
@@ -39,18 +36,7 @@ def _committed_db(transactional_db: None) -> None:
 
 def _start(tmp_path: Path, *, fast: bool = True, **env: str) -> tuple[RawAgent, Path]:
     record = tmp_path / f"received-{time.monotonic_ns()}.jsonl"
-    config = config_file(tmp_path, {"plain": stdio(PLAIN, "--record", str(record))})
-    environment = {
-        **os.environ,
-        "DATABASE_URL": shared_database_url(),
-        "SAGA_PROXY_FAST_PATH": "true" if fast else "false",
-        "SAGA_PROXY_MAX_RESULT_BYTES": str(64 * 1024),
-        **env,
-    }
-    command = [str(BIN / "semantic-saga"), "proxy", "--config", str(config)]
-    agent = RawAgent(command, environment, ROOT, tmp_path / f"stderr-{time.monotonic_ns()}.txt")
-    agent.handshake()
-    return agent, record
+    return plain_proxy(tmp_path, stdio(PLAIN, "--record", str(record)), fast=fast, **env), record
 
 
 def _wait_until_sent(record: Path, name: str, timeout: float = 30.0) -> None:

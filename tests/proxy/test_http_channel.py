@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import time
@@ -19,13 +18,12 @@ from typing import Any
 import pytest
 
 from sagas.models import Step
-from tests.distributed.workers import free_port, shared_database_url
-from tests.proxy.harness import ROOT, config_file, wait_for_port
-from tests.proxy.plain_record import calls, finished_steps, received
+from tests.distributed.workers import free_port
+from tests.proxy.harness import ROOT, wait_for_port
+from tests.proxy.plain_record import PLAIN, calls, finished_steps, plain_proxy, received
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-PLAIN = Path(__file__).with_name("plain_server.py")
 BIN = Path(sys.executable).parent
 FAST_ID = "saga-fast-"
 
@@ -44,16 +42,7 @@ def _proxied(tmp_path: Path, *, fast: bool = True) -> Iterator[tuple[RawAgent, P
     agent: RawAgent | None = None
     try:
         wait_for_port(port, server)
-        config = config_file(tmp_path, {"plain": {"url": f"http://127.0.0.1:{port}/mcp", "trust": "first-use"}})
-        environment = {
-            **os.environ,
-            "DATABASE_URL": shared_database_url(),
-            "SAGA_PROXY_FAST_PATH": "true" if fast else "false",
-            "SAGA_PROXY_MAX_RESULT_BYTES": str(64 * 1024),
-        }
-        command = [str(BIN / "semantic-saga"), "proxy", "--config", str(config)]
-        agent = RawAgent(command, environment, ROOT, tmp_path / f"stderr-{time.monotonic_ns()}.txt")
-        agent.handshake()
+        agent = plain_proxy(tmp_path, {"url": f"http://127.0.0.1:{port}/mcp", "trust": "first-use"}, fast=fast)
         yield agent, record
     finally:
         if agent is not None:
