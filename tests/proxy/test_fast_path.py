@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,6 @@ from tests.proxy.plain_record import PLAIN, calls, finished_steps, plain_proxy, 
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BIN = Path(sys.executable).parent
 FAST_ID = "saga-fast-"
 
 

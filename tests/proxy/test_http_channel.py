@@ -24,7 +24,6 @@ from tests.proxy.plain_record import PLAIN, calls, finished_steps, plain_proxy, 
 from tests.proxy.raw_agent import RawAgent
 
 pytestmark = pytest.mark.django_db(transaction=True)
-BIN = Path(sys.executable).parent
 FAST_ID = "saga-fast-"
 
 
