@@ -21,7 +21,8 @@ DELETE 200, GET 405. Tools:
   writes it: valid JSON no UTF-8 text can carry);
 - `not_a_number(name)`: answers structuredContent `{"v": NaN}` (Python's json writes it; it is not JSON);
 - `bad_block(name)`: answers a text block without its text;
-- `listed_structure(name)`: answers structuredContent that is a list (an object in 2025-11-25).
+- `listed_structure(name)`: answers structuredContent that is a list (an object in 2025-11-25);
+- `other_id(name)`: answers with an id that is not the call's (over HTTP, as the POST's one JSON body).
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ TOOLS = [
     _tool("not_a_number", {"name": "string"}),
     _tool("bad_block", {"name": "string"}),
     _tool("listed_structure", {"name": "string"}),
+    _tool("other_id", {"name": "string"}),
 ]
 _write_lock = threading.Lock()
 Sink = Callable[[str], None]  # one JSON-RPC message as text, onto the wire
@@ -128,6 +130,8 @@ def call(request_id: Any, params: dict[str, Any]) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text"}]}})
     elif name == "listed_structure":
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [], "structuredContent": [1]}})
+    elif name == "other_id":
+        send({"jsonrpc": "2.0", "id": f"not-{request_id}", "result": text({"mine": False})})
     elif name != "hang":
         send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"Unknown tool {name!r}"}})
 
@@ -209,7 +213,7 @@ async def _answer_over_http(message: dict[str, Any], asgi_send: Any) -> None:
 
     threading.Thread(target=answer_on_thread, daemon=True).start()
     first = await sent.get()
-    if _answers(first, message["id"]):
+    if _is_answer(first):  # an answer first (to this request or, from other_id, to none): one JSON body
         await _reply(asgi_send, 200, "application/json", first.encode("utf-8", "surrogatepass"))
         return
     await asgi_send(
@@ -223,6 +227,10 @@ async def _answer_over_http(message: dict[str, Any], asgi_send: Any) -> None:
             break
         raw = await sent.get()
     await asgi_send({"type": "http.response.body", "body": b""})
+
+
+def _is_answer(raw: str) -> bool:
+    return "method" not in json.loads(raw, parse_constant=lambda _: None)
 
 
 def _answers(raw: str, request_id: Any) -> bool:

@@ -135,3 +135,16 @@ def test_http_answers_past_the_limit_or_not_plain_text_are_never_relayed(tmp_pat
         ("FAILED", True),
         ("COMPLETED", False),
     ]
+
+
+def test_an_http_answer_to_another_id_leaves_the_calls_outcome_unknown(tmp_path: Path):
+    # An outside review's find: the server received the call and may have acted, whatever it answered.
+    with _proxied(tmp_path) as (agent, _record):
+        agent.call("warm", "lookup", {"key": "w"})
+        agent.answer("warm")
+        agent.call("stray", "other_id", {"name": "x"})
+        stray = agent.answer("stray")
+        steps = finished_steps(2)
+
+    assert stray["result"]["isError"] is True and "may or may not have acted" in stray["result"]["content"][0]["text"]
+    assert (steps[1].status, steps[1].uncertain_outcome) == ("FAILED", True)

@@ -231,12 +231,14 @@ def _answer_in(data: str, key: str) -> dict[str, Any] | None:
 
 
 def _message_for(body: bytes, key: str) -> dict[str, Any]:
+    """The answer a JSON body holds. A body that is not the answer to this call (unreadable, another id, not an
+    answer at all) leaves the call's outcome unknown: the server received it and may have acted (ChannelLost)."""
     try:
         message = json.loads(body, parse_constant=_as_null)
     except (ValueError, RecursionError):
-        message = None
+        raise ChannelLost("the server answered with a body that is not JSON") from None
     if not isinstance(message, dict) or message.get("id") != key or "method" in message:
-        return {"id": key, "error": {"code": INTERNAL_ERROR, "message": "the server's answer is not a JSON-RPC answer"}}
+        raise ChannelLost("the server answered with a JSON body that does not answer this call")
     return _readable(message, body, key)
 
 

@@ -1,5 +1,5 @@
-"""The fast path of the proxy over Streamable HTTP: a plain tools/call of a 2025-11-25 session answered with one
-JSON body, without the SDK's session transport, server runner or SSE stream (docs/proxy.md, "The fast path").
+"""The fast path of the proxy over Streamable HTTP: a plain tools/call of a handshake-era session (2024-11-05 to
+2025-11-25) answered with one JSON body, without the SDK's session transport, server runner or SSE stream (docs/proxy.md, "The fast path").
 
 Over HTTP the SDK passes each POST through its session manager, its transport (the body validated into pydantic
 models), memory streams to the session's server task, the request's dispatch, and back out as a server-sent event
@@ -52,8 +52,6 @@ from sagas.protocols.proxy.stdio_front import request_key
 FAST_BODY_BYTES = 1024 * 1024
 # The 2025-11-25 transport's answer to a request the client cancelled (the SDK's REQUEST_CANCELLED).
 REQUEST_CANCELLED = -32800
-_TOOLS_CALL = b'"tools/call"'
-_CANCELLED = b'"notifications/cancelled"'
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode("latin-1")
 _VERSION_HEADER = MCP_PROTOCOL_VERSION_HEADER.lower().encode("latin-1")
 
@@ -149,12 +147,13 @@ class FastHttpEndpoint:
             message = strict_loads(body)
         except ValueError:  # not JSON the SDK reads the same: its path answers it
             return False
-        if _TOOLS_CALL in body:
+        method = message.get("method") if isinstance(message, dict) else None
+        if method == "tools/call":
             call = plain_call(message)
             if call is None or (target.session_id, request_key(call.request_id)) in self._flights:
                 return False
             return await self._call(target, call, send)
-        if _CANCELLED in body:
+        if method == "notifications/cancelled":
             return await self._cancel(target, message, send)
         return False
 
@@ -177,11 +176,9 @@ class FastHttpEndpoint:
         await _respond(send, 200, target.session_id, framed(call, answer).rstrip(b"\n"))
         return True
 
-    async def _cancel(self, target: _Target, message: Any, send: Send) -> bool:
+    async def _cancel(self, target: _Target, message: dict[str, Any], send: Send) -> bool:
         """A notifications/cancelled for a call in flight here: withdrawn, and the notification accepted."""
         try:
-            if message["method"] != "notifications/cancelled":
-                return False
             flight = self._flights.get((target.session_id, request_key(message["params"]["requestId"])))
         except (TypeError, KeyError):
             return False

@@ -172,15 +172,38 @@ def text_of_json(value: Any) -> bytes | None:
 
 
 def strict_loads(line: bytes) -> Any:
-    """The JSON value of an agent's line if the SDK would read it the same (no NaN or Infinity, no lone surrogate,
-    not nested past what the interpreter walks); ValueError otherwise, and the line takes the SDK's path."""
+    """The JSON value of an agent's line if the SDK would read it the same (no byte-order mark, no NaN or Infinity,
+    no lone surrogate, nested at most DEEPEST levels: the SDK's parser refuses past about 200); ValueError
+    otherwise, and the line takes the SDK's path, which answers it as it always did."""
+    if line.startswith(_BOM):
+        raise ValueError("a byte-order mark")  # Python's json skips it; the SDK's parser does not
     try:
         value = json.loads(line, parse_constant=_refuse_constant)
     except RecursionError:
         raise ValueError("nested too deep") from None
+    if line.count(b"[") + line.count(b"{") > DEEPEST and _depth(value) > DEEPEST:
+        raise ValueError("nested too deep")
     if _MAY_HOLD_SURROGATES.search(line) and text_of_json(value) is None:
         raise ValueError("a lone surrogate")
     return value
+
+
+# Past this nesting a message is left to the SDK's parser (which stops near 200): no plain call is nested so deep.
+DEEPEST = 100
+_BOM = b"\xef\xbb\xbf"
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value`'s arrays and objects nest (walked without recursion)."""
+    deepest, pending = 0, [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        pending.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _refuse_constant(constant: str) -> None:

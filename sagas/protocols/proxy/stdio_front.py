@@ -117,6 +117,8 @@ async def _read_lines(
 def _cancels_fast(line: bytes, fast: FastFront) -> bool:
     try:
         message = json.loads(line)
+        if message["method"] != "notifications/cancelled":
+            return False  # the words in some other message (an argument's value, say)
         return bool(fast.cancel(message["params"]["requestId"]))
     except (ValueError, TypeError, KeyError, RecursionError):
         return False
