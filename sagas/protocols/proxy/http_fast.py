@@ -1,5 +1,6 @@
 """The fast path of the proxy over Streamable HTTP: a plain tools/call of a handshake-era session (2024-11-05 to
-2025-11-25) answered with one JSON body, without the SDK's session transport, server runner or SSE stream (docs/proxy.md, "The fast path").
+2025-11-25) answered with one JSON body, without the SDK's session transport, server runner or SSE stream
+(docs/proxy.md, "The fast path").
 
 Over HTTP the SDK passes each POST through its session manager, its transport (the body validated into pydantic
 models), memory streams to the session's server task, the request's dispatch, and back out as a server-sent event
