@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from sagas.models import Step
-from tests.proxy.test_fast_path import _calls, _session_row_locked, _start, _steps
+from tests.proxy.plain_record import calls, finished_steps
+from tests.proxy.test_fast_path import _session_row_locked, _start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PATHS = pytest.mark.parametrize("fast", [True, False], ids=["fast path", "sdk path"])
@@ -28,7 +29,7 @@ def test_writes_being_journaled_when_the_proxy_stops_are_recorded_not_sent(tmp_p
     agent, record = _start(tmp_path, fast=fast)
     agent.call("warm", "create_item", {"name": "first"})
     agent.answer("warm")
-    _steps(1)
+    finished_steps(1)
     with _session_row_locked():
         for n in range(6):  # more than the journal's threads: some wait for the lock, some in its queue
             agent.call(f"late{n}", "create_item", {"name": f"late{n}"})
@@ -42,7 +43,7 @@ def test_writes_being_journaled_when_the_proxy_stops_are_recorded_not_sent(tmp_p
     exit_code = agent.process.wait(60)
 
     assert exit_code == 0
-    assert [c["params"]["arguments"]["name"] for c in _calls(record)] == ["first"]  # none of the others was sent
+    assert [c["params"]["arguments"]["name"] for c in calls(record)] == ["first"]  # none of the others was sent
     steps = list(Step.objects.order_by("sequence"))
     assert [s.status for s in steps[1:]] == ["FAILED"] * (len(steps) - 1)  # none left EXECUTING
     assert all(s.error["sent"] is False and not s.uncertain_outcome for s in steps[1:])
@@ -60,7 +61,7 @@ def test_arguments_the_journal_cannot_store_are_refused_before_anything_is_writt
         nan = agent.answer("nan")
         agent.call("after", "create_item", {"name": "fine"})
         after = agent.answer("after")
-        steps = _steps(1)
+        steps = finished_steps(1)
     finally:
         agent.close()
 
@@ -70,5 +71,5 @@ def test_arguments_the_journal_cannot_store_are_refused_before_anything_is_writt
         assert problem in text and "was not sent" in text and "Fix the arguments" in text
         assert "proxy_call_begin" not in text  # the agent's words, not an operation's name
     assert "result" in after and not after["result"].get("isError")
-    assert [c["params"]["arguments"]["name"] for c in _calls(record)] == ["fine"]
+    assert [c["params"]["arguments"]["name"] for c in calls(record)] == ["fine"]
     assert [s.input for s in steps] == [{"name": "fine"}]
