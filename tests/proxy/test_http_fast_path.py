@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from sagas.models import Saga, Step
+from sagas.models import ProxyCallIntent, Saga, Step
 from tests.protocols.conftest import ALICE, BOB, wait_healthy
 from tests.proxy.harness import READY_SECONDS, ROOT, config_file, serve_command, stdio
 
@@ -29,8 +29,26 @@ JSON, STREAM = "application/json", "text/event-stream"
 
 
 @pytest.fixture(autouse=True)
-def _committed_db(transactional_db: None) -> None:
-    """The server is another process: it needs the migrated test database."""
+def _committed_db(transactional_db: None) -> Iterator[None]:
+    """The server is another process: it needs the migrated test database. It writes reads' lines behind their
+    answers, so each test ends once its journal has settled: the database is emptied after it (a full run found the
+    emptying deadlocked with a line being written)."""
+    yield
+    _journal_settled()
+
+
+def _journal_settled(seconds: float = 30.0) -> None:
+    """Until no step is EXECUTING, no intent waits, and the number of steps held still for half a second."""
+    deadline, last, still_since = time.monotonic() + seconds, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = Step.objects.count()
+        busy = Step.objects.filter(status="EXECUTING").exists() or ProxyCallIntent.objects.exists()
+        if count != last or busy:
+            last, still_since = count, time.monotonic()
+        elif time.monotonic() - still_since >= 0.5:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the proxy's journal did not settle within {seconds}s")
 
 
 @dataclass
