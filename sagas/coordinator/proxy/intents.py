@@ -2,7 +2,7 @@
 
 `proxy_call_begin` journals a call in a transaction that locks the session, writes the step and its audit event and
 commits before the call is sent: about a millisecond of work on the call's path (docs/benchmarks.md). When its
-outcome is all but decided already (a plain call the gate allows while no tenant policy is configured: the stdio
+outcome is all but decided already (a plain call the gate allows while no tenant policy is configured: the
 proxy's fast path, sagas.protocols.proxy.intended) the proxy journals an intent instead (`proxy_call_intend`): one
 INSERT, its own commit, made only while the session is ACTIVE and no kill switch is engaged, with the call's facts,
 arguments, step id and a lease this process keeps alive. The call is sent only once it is there. Its step is

@@ -1,5 +1,5 @@
-"""Calls sent on an intent: the stdio fast path's write-ahead for a plain call the gate allows while no tenant policy
-is configured (docs/proxy.md, "Writes journaled by an intent").
+"""Calls sent on an intent: the fast path's write-ahead (over stdio and HTTP) for a plain call the gate allows while
+no tenant policy is configured (docs/proxy.md, "Writes journaled by an intent").
 
 Such a call's outcome is decided before it is journaled: the gate allows it, no policy can hold or refuse it, so
 only the session's state and the kill switches are left, and the intent's one INSERT checks both
