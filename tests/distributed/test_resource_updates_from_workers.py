@@ -48,8 +48,9 @@ def test_a_subscriber_hears_the_commit_of_a_node_a_celery_worker_ran(
             saga = await call(client, "begin_saga", {"metadata": {}})
             node = await call(client, "plan_saga_step", {"saga_id": saga["id"], "action": "noop", "input": {}})
             await client.subscribe_resource(f"saga://{saga['id']}")
-            run = await call(client, "run_ready_steps", {"saga_id": saga["id"], "wait_seconds": 0})
-            assert run["run"]["node_counts"] != {"COMPLETED": 1}  # not run by the server's own request
+            # wait_seconds 0: the server hands the node to the workers and answers at once (a fast worker may have
+            # finished it already; that the worker ran it is read from its log below)
+            await call(client, "run_ready_steps", {"saga_id": saga["id"], "wait_seconds": 0})
             deadline = asyncio.get_running_loop().time() + NOTICE_WITHIN
             while True:
                 remaining = deadline - asyncio.get_running_loop().time()
